@@ -1,0 +1,83 @@
+import type { FastifyInstance } from 'fastify';
+import { systemClock, type Clock } from './clock.ts';
+import type { Config } from './config.ts';
+import type { Sql } from './db/connect.ts';
+import { migrate } from './db/migrate.ts';
+import { openDatabase, type Database } from './db/open.ts';
+import { buildServer } from './http/server.ts';
+import { createLogger, type Logger } from './log.ts';
+import { runEvery } from './loops.ts';
+import { REAPER_INTERVAL_MS, reapOnce } from './reaper.ts';
+import { VERSION } from './version.ts';
+
+export interface App {
+  /** Where the server actually listens (the port is known only after listening on port 0). */
+  url: string;
+  baseUrl: string;
+  sql: Sql;
+  server: FastifyInstance;
+  stop(): Promise<void>;
+}
+
+export interface AppOptions {
+  config: Config;
+  clock?: Clock;
+  log?: Logger;
+  /** Background loops (the reaper). Tests turn them off and drive passes by hand. */
+  loops?: boolean;
+}
+
+/** The composition root: database, migrations, HTTP server and background loops. */
+export async function startApp(opts: AppOptions): Promise<App> {
+  const { config } = opts;
+  const clock = opts.clock ?? systemClock;
+  const log = opts.log ?? createLogger(config.logLevel);
+  const db: Database = await openDatabase(config, log);
+  const { sql } = db;
+  const shutdown = new AbortController();
+  const loops: Promise<void>[] = [];
+  let server: FastifyInstance | undefined;
+
+  try {
+    await migrate(sql, { onApply: (file) => log.info({ file }, 'migration applied') });
+    let baseUrl = config.baseUrl;
+    server = buildServer({ sql, clock, log, baseUrl: () => baseUrl });
+    await server.listen({ host: config.listenHost, port: config.listenPort });
+    const addr = server.server.address();
+    const port = typeof addr === 'object' && addr ? addr.port : config.listenPort;
+    const hostForUrl = config.listenHost.includes(':') ? `[${config.listenHost}]` : config.listenHost;
+    const url = `http://${hostForUrl === '0.0.0.0' ? '127.0.0.1' : hostForUrl}:${port}`;
+    if (config.listenPort === 0 && !config.baseUrlExplicit) baseUrl = url;
+
+    if (opts.loops !== false) {
+      loops.push(runEvery('reaper', REAPER_INTERVAL_MS, () => reapOnce({ sql, clock, log }), { signal: shutdown.signal, log, runNow: true }));
+    }
+    log.info({ addr: url, base_url: baseUrl, version: VERSION, database: db.description }, 'switchboard listening');
+
+    const running = server;
+    let stopping: Promise<void> | undefined;
+    return {
+      url,
+      get baseUrl() {
+        return baseUrl;
+      },
+      sql,
+      server: running,
+      stop() {
+        stopping ??= (async () => {
+          shutdown.abort();
+          await running.close();
+          await Promise.all(loops);
+          await db.close();
+          log.info('switchboard stopped');
+        })();
+        return stopping;
+      },
+    };
+  } catch (err) {
+    shutdown.abort();
+    await server?.close().catch(() => {});
+    await db.close().catch(() => {});
+    throw err;
+  }
+}

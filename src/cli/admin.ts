@@ -1,0 +1,105 @@
+import type { Command } from 'commander';
+import { systemClock } from '../clock.ts';
+import { ConfigError, loadConfig } from '../config.ts';
+import type { Sql } from '../db/connect.ts';
+import { migrate } from '../db/migrate.ts';
+import { openDatabase } from '../db/open.ts';
+import { createLogger } from '../log.ts';
+import { addHuman, createToken, listHumans, listTokens, revokeToken } from '../store/humans.ts';
+import { rfc3339 } from '../store/time.ts';
+import type { CliContext } from './context.ts';
+import { CliError, printJson, printTable } from './output.ts';
+
+/**
+ * Opens the database the server uses (same configuration as `serve`), brings the schema up to
+ * date and runs `fn`. Admin commands act on the database directly: they are how the first human
+ * and the first token come to exist.
+ */
+export async function withDatabase<T>(ctx: CliContext, fn: (sql: Sql) => Promise<T>): Promise<T> {
+  let config;
+  try {
+    config = loadConfig(ctx.env);
+  } catch (e) {
+    if (e instanceof ConfigError) throw new CliError(e.message);
+    throw e;
+  }
+  const log = createLogger(config.logLevel === 'debug' ? 'debug' : 'warn', process.stderr);
+  const db = await openDatabase(config, log, { role: 'admin' });
+  try {
+    await migrate(db.sql);
+    return await fn(db.sql);
+  } finally {
+    await db.close();
+  }
+}
+
+export function registerAdminCommands(program: Command, ctx: CliContext): void {
+  const admin = program
+    .command('admin')
+    .description('manage humans and their personal access tokens (acts on the database directly, on the server host)');
+
+  const human = admin.command('human').description('humans: the people who own endpoints');
+  human
+    .command('add')
+    .description('add a human')
+    .argument('<handle>', 'short unique name, e.g. ops')
+    .option('--name <display name>', 'display name')
+    .option('--email <email>', 'email address')
+    .option('--json', 'print JSON')
+    .action(async (handle: string, opts: { name?: string; email?: string; json?: boolean }) => {
+      const h = await withDatabase(ctx, (sql) => addHuman(sql, { handle, displayName: opts.name, email: opts.email }));
+      if (opts.json) return printJson(ctx.io, { id: h.id, handle: h.handle, display_name: h.display_name, email: h.email });
+      ctx.io.out(`Added human ${h.handle} (${h.id}). Next: switchboard admin token create ${h.handle}\n`);
+    });
+  human
+    .command('list')
+    .description('list humans')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const rows = await withDatabase(ctx, (sql) => listHumans(sql));
+      if (opts.json) return printJson(ctx.io, rows.map((h) => ({ id: h.id, handle: h.handle, display_name: h.display_name, email: h.email, created_at: rfc3339(h.created_at) })));
+      if (rows.length === 0) return ctx.io.out('No humans yet. Add one with `switchboard admin human add HANDLE`.\n');
+      printTable(ctx.io, ['HANDLE', 'NAME', 'EMAIL', 'ID'], rows.map((h) => [h.handle, h.display_name, h.email, h.id]));
+    });
+
+  const token = admin.command('token').description('personal access tokens (sbp_...) for the API and the CLI');
+  token
+    .command('create')
+    .description('mint a personal access token for a human; it is printed once')
+    .argument('<handle>', 'the human')
+    .option('--name <name>', 'a label, e.g. the machine it is for')
+    .option('--json', 'print JSON')
+    .action(async (handle: string, opts: { name?: string; json?: boolean }) => {
+      const { token: plaintext, record } = await withDatabase(ctx, (sql) => createToken(sql, { handle, name: opts.name }));
+      if (opts.json) return printJson(ctx.io, { id: record.id, token: plaintext, prefix: record.token_prefix, name: record.name });
+      ctx.io.out(`${plaintext}\n`);
+      ctx.io.err(`Token ${record.token_prefix}… for ${handle} (id ${record.id}). It is shown once; store it now.\n`);
+    });
+  token
+    .command('list')
+    .description("list a human's tokens (prefixes only)")
+    .argument('<handle>', 'the human')
+    .option('--json', 'print JSON')
+    .action(async (handle: string, opts: { json?: boolean }) => {
+      const rows = await withDatabase(ctx, (sql) => listTokens(sql, handle));
+      const out = rows.map((t) => ({
+        id: t.id,
+        prefix: t.token_prefix,
+        name: t.name,
+        created_at: rfc3339(t.created_at),
+        last_used_at: rfc3339(t.last_used_at) ?? null,
+        revoked_at: rfc3339(t.revoked_at) ?? null,
+      }));
+      if (opts.json) return printJson(ctx.io, out);
+      if (out.length === 0) return ctx.io.out(`No tokens for ${handle}.\n`);
+      printTable(ctx.io, ['ID', 'PREFIX', 'NAME', 'CREATED', 'LAST USED', 'REVOKED'], out.map((t) => [t.id, t.prefix, t.name, t.created_at, t.last_used_at, t.revoked_at]));
+    });
+  token
+    .command('revoke')
+    .description('revoke a token by id or prefix')
+    .argument('<token>', 'token id or its sbp_ prefix')
+    .action(async (ref: string) => {
+      const t = await withDatabase(ctx, (sql) => revokeToken(sql, ref, systemClock.now()));
+      ctx.io.out(`Revoked token ${t.token_prefix}… (${t.id}).\n`);
+    });
+}

@@ -1,0 +1,120 @@
+import type { Command } from 'commander';
+import { ApiClient } from './client.ts';
+import type { CliContext } from './context.ts';
+import { loadCredentials } from './credentials.ts';
+import { CliError, printJson, printTable, type Io } from './output.ts';
+
+interface EndpointOut {
+  id: string;
+  slug: string;
+  agent_name: string;
+  state: string;
+  queues: string[];
+  verbs: string[];
+  mcp_url: string;
+  created_at: string;
+  revoked_at: string | null;
+  last_seen_at: string | null;
+}
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+export const apiClient = async (ctx: CliContext) => new ApiClient(await loadCredentials(ctx.env));
+
+function printVend(io: Io, v: EndpointOut & { token: string; mcp_json: unknown }): void {
+  io.out(`Vended endpoint ${v.slug} for agent "${v.agent_name}".\n\n`);
+  io.out(`  MCP URL     ${v.mcp_url}\n`);
+  io.out(`  Credential  ${v.token}\n`);
+  io.out(`              shown once: store it now. Lost it? Revoke this endpoint and vend a new one.\n`);
+  io.out(`  Queues      ${v.queues.join(', ')}\n`);
+  io.out(`  Verbs       ${v.verbs.join(', ')}\n\n`);
+  io.out(`Add it to a project's .mcp.json:\n${JSON.stringify(v.mcp_json, null, 2)}\n\n`);
+  io.out(`or to Claude Code for your user:\n`);
+  io.out(`  claude mcp add --transport http --scope user switchboard ${v.mcp_url} --header "Authorization: Bearer ${v.token}"\n`);
+}
+
+function printEndpoint(io: Io, e: EndpointOut): void {
+  const rows: [string, string][] = [
+    ['Slug', e.slug],
+    ['Id', e.id],
+    ['Agent', e.agent_name],
+    ['State', e.state],
+    ['Queues', e.queues.join(', ')],
+    ['Verbs', e.verbs.join(', ')],
+    ['MCP URL', e.mcp_url],
+    ['Created', e.created_at],
+    ['Last seen', e.last_seen_at ?? 'never'],
+  ];
+  if (e.revoked_at) rows.push(['Revoked', e.revoked_at]);
+  for (const [k, v] of rows) io.out(`${k.padEnd(10)} ${v}\n`);
+}
+
+async function confirm(ctx: CliContext, question: string): Promise<boolean> {
+  ctx.io.err(`${question} [y/N] `);
+  const answer = (await ctx.readStdin()).split('\n')[0]?.trim().toLowerCase() ?? '';
+  if (!ctx.stdinIsTty) ctx.io.err('\n');
+  return answer === 'y' || answer === 'yes';
+}
+
+export function registerEndpointCommands(program: Command, ctx: CliContext): void {
+  const endpoint = program.command('endpoint').description('vend, inspect and revoke MCP endpoints for your agents');
+
+  endpoint
+    .command('vend')
+    .description('vend a new endpoint (an MCP URL and a credential shown once) for an agent')
+    .argument('<name>', 'agent name; the slug is derived from it')
+    .option('-q, --queue <queue>', 'a queue the endpoint may drain (repeat for several; default inbox)', collect)
+    .option('--verb <verb>', 'a verb to grant (repeat for several; default: the drain verbs)', collect)
+    .option('--json', 'print the API response as JSON')
+    .action(async (name: string, opts: { queue?: string[]; verb?: string[]; json?: boolean }) => {
+      const api = await apiClient(ctx);
+      const body: Record<string, unknown> = { name };
+      if (opts.queue) body.queues = opts.queue;
+      if (opts.verb) body.verbs = opts.verb;
+      const v = await api.post<EndpointOut & { token: string; mcp_json: unknown }>('/endpoints', body);
+      if (opts.json) printJson(ctx.io, v);
+      else printVend(ctx.io, v);
+    });
+
+  endpoint
+    .command('list')
+    .description('list your endpoints (never their credentials)')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const rows = await (await apiClient(ctx)).get<EndpointOut[]>('/endpoints');
+      if (opts.json) return printJson(ctx.io, rows);
+      if (rows.length === 0) return ctx.io.out('No endpoints yet. Vend one with `switchboard endpoint vend NAME`.\n');
+      printTable(
+        ctx.io,
+        ['SLUG', 'AGENT', 'STATE', 'QUEUES', 'LAST SEEN'],
+        rows.map((e) => [e.slug, e.agent_name, e.state, e.queues.join(','), e.last_seen_at ?? 'never']),
+      );
+    });
+
+  endpoint
+    .command('show')
+    .description('show one endpoint')
+    .argument('<ref>', 'endpoint slug or id')
+    .option('--json', 'print JSON')
+    .action(async (ref: string, opts: { json?: boolean }) => {
+      const e = await (await apiClient(ctx)).get<EndpointOut>(`/endpoints/${encodeURIComponent(ref)}`);
+      if (opts.json) printJson(ctx.io, e);
+      else printEndpoint(ctx.io, e);
+    });
+
+  endpoint
+    .command('revoke')
+    .description('revoke an endpoint: its credential stops working and its live todos are dead-lettered')
+    .argument('<ref>', 'endpoint slug or id')
+    .option('-y, --yes', 'do not ask for confirmation')
+    .option('--json', 'print JSON')
+    .action(async (ref: string, opts: { yes?: boolean; json?: boolean }) => {
+      const api = await apiClient(ctx);
+      if (!opts.yes && !(await confirm(ctx, `Revoke endpoint ${ref}? Its credential stops working and its pending todos are dead-lettered.`))) {
+        throw new CliError('not revoked');
+      }
+      const r = await api.post<EndpointOut & { todos_dead_lettered: number }>(`/endpoints/${encodeURIComponent(ref)}/revoke`);
+      if (opts.json) return printJson(ctx.io, r);
+      ctx.io.out(`Revoked ${r.slug}; ${r.todos_dead_lettered} live todo(s) dead-lettered.\n`);
+    });
+}

@@ -1,0 +1,55 @@
+import type { Command } from 'commander';
+import { startApp } from '../app.ts';
+import { ConfigError, loadConfig, type Config } from '../config.ts';
+import { migrate } from '../db/migrate.ts';
+import { openDatabase } from '../db/open.ts';
+import { createLogger } from '../log.ts';
+import type { CliContext } from './context.ts';
+import { CliError } from './output.ts';
+
+function configFrom(ctx: CliContext): Config {
+  try {
+    return loadConfig(ctx.env);
+  } catch (e) {
+    if (e instanceof ConfigError) throw new CliError(e.message);
+    throw e;
+  }
+}
+
+export function registerServeCommands(program: Command, ctx: CliContext): void {
+  program
+    .command('serve')
+    .description('run the server (on the embedded PostgreSQL unless SWITCHBOARD_DATABASE_URL is set)')
+    .action(async () => {
+      const config = configFrom(ctx);
+      const log = createLogger(config.logLevel);
+      const app = await startApp({ config, log });
+      ctx.io.err(`switchboard listening on ${app.url} (public URL ${app.baseUrl}); Ctrl-C stops it\n`);
+      await new Promise<void>((resolve) => {
+        const stop = (signal: string) => {
+          log.info({ signal }, 'shutting down');
+          app.stop().then(resolve, (err: unknown) => {
+            log.error({ err: (err as Error).message }, 'shutdown failed');
+            resolve();
+          });
+        };
+        process.once('SIGINT', () => stop('SIGINT'));
+        process.once('SIGTERM', () => stop('SIGTERM'));
+      });
+    });
+
+  program
+    .command('migrate')
+    .description('apply pending database migrations and exit (serve also applies them at startup)')
+    .action(async () => {
+      const config = configFrom(ctx);
+      const log = createLogger(config.logLevel, process.stderr);
+      const db = await openDatabase(config, log, { role: 'admin' });
+      try {
+        const applied = await migrate(db.sql);
+        ctx.io.out(applied.length ? `Applied ${applied.join(', ')}.\n` : 'Schema is up to date.\n');
+      } finally {
+        await db.close();
+      }
+    });
+}

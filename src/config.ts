@@ -1,0 +1,108 @@
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+
+export interface Config {
+  /** PostgreSQL URL; undefined means "run the embedded PostgreSQL in dataDir". */
+  databaseUrl: string | undefined;
+  listenHost: string;
+  listenPort: number;
+  /** Public base URL with no trailing slash; used for every URL the server prints. */
+  baseUrl: string;
+  /** False when baseUrl was derived from the listen address (a test on port 0 rewrites it). */
+  baseUrlExplicit: boolean;
+  dataDir: string;
+  logLevel: LogLevel;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`config: ${variable} ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const LOG_LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error'];
+
+/** Where persistent state lives when SWITCHBOARD_DATA_DIR is unset. */
+export function defaultDataDir(env: NodeJS.ProcessEnv = process.env): string {
+  // root's home is not traversable by the unprivileged user the embedded PostgreSQL runs as.
+  if (process.getuid?.() === 0) return '/var/lib/switchboard';
+  const xdg = env.XDG_DATA_HOME;
+  return join(xdg && xdg.startsWith('/') ? xdg : join(homedir(), '.local', 'share'), 'switchboard');
+}
+
+function parseListen(raw: string): { host: string; port: number } {
+  const m = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)?:(\d{1,5})$/.exec(raw.trim());
+  if (!m) throw new ConfigError('SWITCHBOARD_LISTEN', `must be HOST:PORT (e.g. 127.0.0.1:8080), got ${JSON.stringify(raw)}`);
+  const port = Number(m[2]);
+  if (port > 65535) throw new ConfigError('SWITCHBOARD_LISTEN', `port ${port} is out of range (0-65535)`);
+  const host = (m[1] ?? '127.0.0.1').replace(/^\[|\]$/g, '');
+  return { host, port };
+}
+
+function parseBaseUrl(raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError('SWITCHBOARD_BASE_URL', `must be an absolute http(s) URL, got ${JSON.stringify(raw)}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ConfigError('SWITCHBOARD_BASE_URL', `must use http or https, got ${url.protocol}`);
+  }
+  if (url.search || url.hash || url.username || url.password) {
+    throw new ConfigError('SWITCHBOARD_BASE_URL', 'must not carry credentials, a query or a fragment');
+  }
+  return url.toString().replace(/\/+$/, '');
+}
+
+function parseDatabaseUrl(variable: string, raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(variable, 'is not a valid URL (expected postgres://user:pass@host:port/db)');
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+    throw new ConfigError(variable, `must start with postgres:// or postgresql://, got ${url.protocol}//`);
+  }
+  return raw;
+}
+
+/** Reads and validates the environment. Throws ConfigError naming the variable on bad values. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const nonEmpty = (name: string): string | undefined => {
+    const v = env[name];
+    return v === undefined || v.trim() === '' ? undefined : v.trim();
+  };
+
+  let databaseUrl: string | undefined;
+  const sbDb = nonEmpty('SWITCHBOARD_DATABASE_URL');
+  const plainDb = nonEmpty('DATABASE_URL');
+  if (sbDb) databaseUrl = parseDatabaseUrl('SWITCHBOARD_DATABASE_URL', sbDb);
+  else if (plainDb) databaseUrl = parseDatabaseUrl('DATABASE_URL', plainDb);
+
+  const { host, port } = parseListen(nonEmpty('SWITCHBOARD_LISTEN') ?? '127.0.0.1:8080');
+
+  const rawBase = nonEmpty('SWITCHBOARD_BASE_URL');
+  const displayHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  const baseUrl = rawBase ? parseBaseUrl(rawBase) : `http://${displayHost}:${port}`;
+
+  const dataDirRaw = nonEmpty('SWITCHBOARD_DATA_DIR');
+  if (dataDirRaw && !dataDirRaw.startsWith('/')) {
+    throw new ConfigError('SWITCHBOARD_DATA_DIR', `must be an absolute path, got ${JSON.stringify(dataDirRaw)}`);
+  }
+  const dataDir = dataDirRaw ?? defaultDataDir(env);
+
+  const levelRaw = (nonEmpty('SWITCHBOARD_LOG_LEVEL') ?? 'info').toLowerCase();
+  if (!LOG_LEVELS.includes(levelRaw as LogLevel)) {
+    throw new ConfigError('SWITCHBOARD_LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(levelRaw)}`);
+  }
+
+  return { databaseUrl, listenHost: host, listenPort: port, baseUrl, baseUrlExplicit: rawBase !== undefined, dataDir, logLevel: levelRaw as LogLevel };
+}

@@ -1,0 +1,40 @@
+/**
+ * The typed error families every layer speaks. A store or domain function throws one of these;
+ * the HTTP layer (and later MCP) maps the code to its own wire form in exactly one place.
+ */
+export type ErrorCode =
+  | 'invalid_argument'
+  | 'unauthenticated'
+  | 'forbidden'
+  | 'not_found'
+  | 'conflict'
+  | 'rate_limited'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'unavailable'
+  | 'internal';
+
+export class SwitchboardError extends Error {
+  readonly code: ErrorCode;
+  /** Extra, non-secret fields carried into the error envelope (e.g. `field`, `slug`, `state`). */
+  readonly details: Record<string, unknown>;
+
+  constructor(code: ErrorCode, message: string, details: Record<string, unknown> = {}) {
+    super(message);
+    this.name = 'SwitchboardError';
+    this.code = code;
+    this.details = details;
+  }
+}
+
+export const invalidArgument = (field: string, message: string): SwitchboardError =>
+  new SwitchboardError('invalid_argument', `${field}: ${message}`, { field });
+
+export const notFound = (message: string): SwitchboardError => new SwitchboardError('not_found', message);
+
+export const conflict = (message: string, details: Record<string, unknown> = {}): SwitchboardError =>
+  new SwitchboardError('conflict', message, details);
+
+export const forbidden = (message: string): SwitchboardError => new SwitchboardError('forbidden', message);
+
+export const isSwitchboardError = (e: unknown): e is SwitchboardError => e instanceof SwitchboardError;

@@ -1,0 +1,223 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { Clock } from '../clock.ts';
+import type { Sql } from '../db/connect.ts';
+import { SwitchboardError, invalidArgument } from '../errors.ts';
+import { IDEMPOTENCY_KEY_MAX_BYTES, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, TITLE_MAX_BYTES } from '../lifecycle.ts';
+import { validateQueueName } from '../scope.ts';
+import {
+  endpointRevoked,
+  listOwnEndpoints,
+  resolveOwnEndpoint,
+  revokeOwnEndpoint,
+  vendEndpoint,
+  type Endpoint,
+} from '../store/endpoints.ts';
+import type { Human } from '../store/humans.ts';
+import { rfc3339 } from '../store/time.ts';
+import { TODO_STATES, insertEventAndTodo, listTodos, summarizeTodo } from '../store/todos.ts';
+import { humanGuard } from './auth.ts';
+import { RateLimiter } from './rate-limit.ts';
+import { parseInput } from './validate.ts';
+
+export interface ApiDeps {
+  sql: Sql;
+  clock: Clock;
+  /** The public base URL; a function because a test server learns its port only after listening. */
+  baseUrl: () => string;
+}
+
+/** Per personal token: reads 20/s (burst 40), writes 5/s (burst 20). */
+export const API_READ_LIMIT = { rate: 20, burst: 40 };
+export const API_WRITE_LIMIT = { rate: 5, burst: 20 };
+export const API_BODY_LIMIT = 64 * 1024;
+
+export const mcpUrl = (baseUrl: string, slug: string) => `${baseUrl}/mcp/${slug}`;
+
+export function endpointOut(e: Endpoint, baseUrl: string) {
+  return {
+    id: e.id,
+    slug: e.slug,
+    agent_name: e.agent_name,
+    state: e.state,
+    queues: e.scope_queues,
+    verbs: e.scope_verbs,
+    mcp_url: mcpUrl(baseUrl, e.slug),
+    created_at: rfc3339(e.created_at),
+    revoked_at: rfc3339(e.revoked_at) ?? null,
+    last_seen_at: rfc3339(e.last_seen_at) ?? null,
+  };
+}
+
+/** The client wiring for `.mcp.json`; server key `switchboard`. */
+export function mcpJson(url: string, credential: string) {
+  return { mcpServers: { switchboard: { type: 'http', url, headers: { Authorization: `Bearer ${credential}` } } } };
+}
+
+const byteLength = (s: string) => Buffer.byteLength(s, 'utf8');
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+const vendBody = z
+  .object({
+    name: z.string({ error: 'is required and must be a string' }),
+    queues: z.array(z.string(), { error: 'must be an array of queue names' }).optional(),
+    verbs: z.array(z.string(), { error: 'must be an array of verb names' }).optional(),
+  })
+  .strict();
+
+const pushBody = z
+  .object({
+    title: z.string({ error: 'is required and must be a string' }),
+    queue: z.string({ error: 'must be a string' }).optional(),
+    kind: z
+      .string({ error: 'must be a string' })
+      .min(1, 'must not be empty')
+      .max(64, 'must be at most 64 characters')
+      .regex(/^[A-Za-z0-9._:-]+$/, 'must be letters, digits, ".", "_", ":" or "-"')
+      .optional(),
+    payload: z.json({ error: 'must be JSON' }).optional(),
+    key: z.string({ error: 'must be a string' }).optional(),
+  })
+  .strict();
+
+const listQuery = z
+  .object({
+    state: z.enum(TODO_STATES as [string, ...string[]], { error: `must be one of ${TODO_STATES.join(', ')}` }).optional(),
+    queue: z.string().optional(),
+    limit: z
+      .string()
+      .regex(/^\d+$/, 'must be a whole number')
+      .transform(Number)
+      .pipe(z.number().int().min(1, `must be between 1 and ${LIST_MAX_LIMIT}`).max(LIST_MAX_LIMIT, `must be between 1 and ${LIST_MAX_LIMIT}`))
+      .optional(),
+  })
+  .strict();
+
+function validateTitle(raw: string): string {
+  const title = raw.trim();
+  if (title === '') throw invalidArgument('title', 'must not be empty');
+  if (byteLength(title) > TITLE_MAX_BYTES) throw invalidArgument('title', `must be at most ${TITLE_MAX_BYTES} bytes; put detail in payload`);
+  if (CONTROL.test(title)) throw invalidArgument('title', 'must be one line without control characters');
+  return title;
+}
+
+function resolvePushQueue(endpoint: Endpoint, requested: string | undefined): string {
+  if (requested === undefined) {
+    if (endpoint.scope_queues.length === 1) return endpoint.scope_queues[0]!;
+    throw invalidArgument('queue', `is required: endpoint ${endpoint.slug} has queues ${endpoint.scope_queues.join(', ')}`);
+  }
+  validateQueueName('queue', requested);
+  if (!endpoint.scope_queues.includes(requested)) {
+    throw invalidArgument('queue', `"${requested}" is not one of endpoint ${endpoint.slug}'s queues (${endpoint.scope_queues.join(', ')})`);
+  }
+  return requested;
+}
+
+function describeHuman(h: Human): string {
+  return `${h.display_name ?? h.email ?? h.handle} (${h.id})`;
+}
+
+export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
+  const { sql, clock } = deps;
+  const base = deps.baseUrl;
+  const readLimiter = new RateLimiter(API_READ_LIMIT, clock);
+  const writeLimiter = new RateLimiter(API_WRITE_LIMIT, clock);
+
+  app.register(
+    async (api) => {
+      api.addHook('onRequest', humanGuard({ sql, clock }));
+      api.addHook('onRequest', async (req: FastifyRequest) => {
+        const write = req.method !== 'GET' && req.method !== 'HEAD';
+        const wait = (write ? writeLimiter : readLimiter).take(req.humanTokenId!);
+        if (wait > 0) {
+          throw new SwitchboardError('rate_limited', `too many ${write ? 'writes' : 'reads'} with this token; retry in ${wait} s`, {
+            retry_after: wait,
+          });
+        }
+      });
+
+      const human = (req: FastifyRequest): Human => req.human!;
+      const ref = (req: FastifyRequest) => (req.params as { ref: string }).ref;
+
+      api.get('/me', async (req) => {
+        const h = human(req);
+        return { id: h.id, handle: h.handle, display_name: h.display_name, email: h.email };
+      });
+
+      api.post('/endpoints', async (req, reply: FastifyReply) => {
+        const body = parseInput(vendBody, req.body ?? {});
+        const { endpoint, credential } = await vendEndpoint(sql, human(req).id, body, clock.now());
+        const out = endpointOut(endpoint, base());
+        return reply.code(201).send({ ...out, token: credential, mcp_json: mcpJson(out.mcp_url, credential) });
+      });
+
+      api.get('/endpoints', async (req) => {
+        const rows = await listOwnEndpoints(sql, human(req).id);
+        return rows.map((e) => endpointOut(e, base()));
+      });
+
+      api.get('/endpoints/:ref', async (req) => endpointOut(await resolveOwnEndpoint(sql, human(req).id, ref(req)), base()));
+
+      api.post('/endpoints/:ref/revoke', async (req) => {
+        const { endpoint, deadLettered } = await revokeOwnEndpoint(sql, human(req).id, ref(req), clock.now());
+        return { ...endpointOut(endpoint, base()), todos_dead_lettered: deadLettered };
+      });
+
+      api.post('/endpoints/:ref/todos', async (req, reply: FastifyReply) => {
+        const h = human(req);
+        const endpoint = await resolveOwnEndpoint(sql, h.id, ref(req));
+        const body = parseInput(pushBody, req.body ?? {});
+        if (endpoint.state !== 'active') throw endpointRevoked(endpoint);
+        const title = validateTitle(body.title);
+        const queue = resolvePushQueue(endpoint, body.queue);
+        if (body.key !== undefined && (body.key === '' || byteLength(body.key) > IDEMPOTENCY_KEY_MAX_BYTES)) {
+          throw invalidArgument('key', `must be 1-${IDEMPOTENCY_KEY_MAX_BYTES} bytes`);
+        }
+        const { todo, created, eventId } = await insertEventAndTodo(
+          sql,
+          {
+            source: 'operator',
+            family: 'operator',
+            trustMode: 'operator',
+            verified: true,
+            verifyDetail: `operator-authored over /api/v1 by ${describeHuman(h)}`,
+            externalId: body.key ?? null,
+          },
+          {
+            endpointId: endpoint.id,
+            queue,
+            title,
+            source: 'operator',
+            kind: body.kind ?? 'operator',
+            payload: body.payload ?? {},
+            idempotencyKey: body.key ?? null,
+          },
+          clock.now(),
+        );
+        return reply.code(created ? 201 : 200).send({
+          id: todo.id,
+          endpoint_id: endpoint.id,
+          slug: endpoint.slug,
+          queue: todo.queue,
+          state: todo.state,
+          created,
+          event_id: eventId === null ? null : Number(eventId),
+        });
+      });
+
+      api.get('/endpoints/:ref/todos', async (req) => {
+        const endpoint = await resolveOwnEndpoint(sql, human(req).id, ref(req));
+        const q = parseInput(listQuery, req.query ?? {}, 'query');
+        if (q.queue !== undefined) validateQueueName('queue', q.queue);
+        const rows = await listTodos(sql, endpoint.id, {
+          queue: q.queue,
+          state: q.state as (typeof TODO_STATES)[number] | undefined,
+          limit: q.limit ?? LIST_DEFAULT_LIMIT,
+        });
+        return { todos: rows.map(summarizeTodo) };
+      });
+    },
+    { prefix: '/api/v1' },
+  );
+}

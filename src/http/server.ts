@@ -1,0 +1,86 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Clock } from '../clock.ts';
+import type { Sql } from '../db/connect.ts';
+import { SwitchboardError, isSwitchboardError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { VERSION } from '../version.ts';
+import { API_BODY_LIMIT, registerApi } from './api.ts';
+import { fromFastifyError, sendError } from './errors.ts';
+
+export interface ServerDeps {
+  sql: Sql;
+  clock: Clock;
+  log: Logger;
+  baseUrl: () => string;
+}
+
+const SECURITY_HEADERS: Record<string, string> = {
+  'content-security-policy': "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'strict-origin-when-cross-origin',
+  'cross-origin-resource-policy': 'same-origin',
+};
+
+export function buildServer(deps: ServerDeps): FastifyInstance {
+  const app = Fastify({
+    logger: false,
+    bodyLimit: API_BODY_LIMIT,
+    // Our own request log (below) names the route pattern, never the raw URL or headers.
+    disableRequestLogging: true,
+    return503OnClosing: true,
+  });
+
+  app.addHook('onSend', async (_req, reply) => {
+    for (const [k, v] of Object.entries(SECURITY_HEADERS)) {
+      if (!reply.hasHeader(k)) reply.header(k, v);
+    }
+    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+  });
+
+  app.addHook('onResponse', async (req, reply) => {
+    deps.log.debug(
+      { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: reply.statusCode, ms: Math.round(reply.elapsedTime) },
+      'http request',
+    );
+  });
+
+  app.setErrorHandler(async (err, req, reply) => {
+    if (isSwitchboardError(err)) return sendError(reply, err);
+    const mapped = fromFastifyError(err as { code?: string; statusCode?: number; message: string });
+    if (mapped) return sendError(reply, mapped);
+    deps.log.error({ err, method: req.method, route: req.routeOptions.url }, 'unhandled error');
+    return sendError(reply, new SwitchboardError('internal', 'internal error'));
+  });
+
+  app.setNotFoundHandler(async (_req, reply) => sendError(reply, new SwitchboardError('not_found', 'no such route')));
+
+  app.get('/healthz', async (req, reply) => {
+    try {
+      await deps.sql`select 1`;
+    } catch (err) {
+      deps.log.warn({ err: (err as Error).message }, 'health check: database unreachable');
+      return reply.code(503).type('text/plain; charset=utf-8').send('db down\n');
+    }
+    if (prefersJson(req.headers.accept)) return reply.send({ status: 'ok', version: VERSION });
+    return reply.type('text/plain; charset=utf-8').send(`ok ${VERSION}\n`);
+  });
+
+  registerApi(app, { sql: deps.sql, clock: deps.clock, baseUrl: deps.baseUrl });
+  return app;
+}
+
+/** True when an Accept header ranks application/json above text/plain. */
+export function prefersJson(accept: string | undefined): boolean {
+  if (!accept) return false;
+  let json = 0;
+  let text = 0;
+  for (const part of accept.split(',')) {
+    const [range, ...params] = part.trim().toLowerCase().split(';');
+    const qParam = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+    const q = qParam ? Number(qParam.slice(2)) || 0 : 1;
+    if (range === 'application/json') json = Math.max(json, q);
+    if (range === 'text/plain' || range === 'text/*' || range === '*/*') text = Math.max(text, range === 'text/plain' ? q : q - 0.001);
+  }
+  return json > 0 && json > text;
+}

@@ -1,0 +1,17 @@
+import type { z } from 'zod';
+import { invalidArgument } from '../errors.ts';
+
+/** Parses input with a zod schema; the first problem becomes invalid_argument naming its field. */
+export function parseInput<S extends z.ZodType>(schema: S, input: unknown, root = 'body'): z.infer<S> {
+  const r = schema.safeParse(input);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  let field = issue.path.length ? issue.path.map(String).join('.') : root;
+  let message = issue.message;
+  if (issue.code === 'unrecognized_keys') {
+    const keys = (issue as { keys: string[] }).keys;
+    field = [...issue.path.map(String), keys[0]].join('.');
+    message = `unknown field${keys.length > 1 ? 's' : ''} ${keys.map((k) => JSON.stringify(k)).join(', ')}`;
+  }
+  throw invalidArgument(field, message);
+}

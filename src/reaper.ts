@@ -1,0 +1,27 @@
+import type { Clock } from './clock.ts';
+import type { Sql } from './db/connect.ts';
+import type { Logger } from './log.ts';
+import { reapExpiredLeasesUnscoped, requeueDueRetriesUnscoped, type Moved } from './store/todos.ts';
+
+export const REAPER_INTERVAL_MS = 30_000;
+
+/**
+ * One reaper pass: expired leases back to pending (or dead letters at the attempt cap), then due
+ * retries back to pending. Safe on every instance at once: each row is moved by one statement.
+ */
+export async function reapOnce(deps: { sql: Sql; clock: Clock; log: Logger }): Promise<{ reaped: Moved[]; requeued: Moved[] }> {
+  const now = deps.clock.now();
+  const reaped = await reapExpiredLeasesUnscoped(deps.sql, now);
+  const requeued = await requeueDueRetriesUnscoped(deps.sql, now);
+  if (reaped.length || requeued.length) {
+    deps.log.info(
+      {
+        leases_expired: reaped.filter((m) => m.state === 'pending').length,
+        dead_lettered: reaped.filter((m) => m.state === 'failed').length,
+        retries_requeued: requeued.length,
+      },
+      'reaper pass',
+    );
+  }
+  return { reaped, requeued };
+}

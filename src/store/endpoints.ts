@@ -1,0 +1,151 @@
+import { randomBytes } from 'node:crypto';
+import type { Sql, TxSql } from '../db/connect.ts';
+import { conflict, invalidArgument, notFound } from '../errors.ts';
+import { normalizeQueues, normalizeVerbs } from '../scope.ts';
+import { ENDPOINT_CREDENTIAL_PREFIX, hashSecret, mintSecret } from '../secrets.ts';
+
+export interface Endpoint {
+  id: string;
+  agent_id: string;
+  agent_name: string;
+  owner_human_id: string;
+  slug: string;
+  credential_prefix: string;
+  scope_queues: string[];
+  scope_verbs: string[];
+  state: 'active' | 'revoked';
+  created_at: Date;
+  revoked_at: Date | null;
+  last_seen_at: Date | null;
+}
+
+const MAX_AGENT_NAME = 100;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The columns every endpoint read returns; `e` is endpoints, `a` its agent. */
+const endpointColumns = (sql: Sql | TxSql) => sql`
+  e.id, e.agent_id, a.name as agent_name, a.owner_human_id, e.slug, e.credential_prefix,
+  e.scope_queues, e.scope_verbs, e.state, e.created_at, e.revoked_at, e.last_seen_at`;
+
+/** Lowercase, every run of other characters becomes one '-', trimmed, then '-' + 8 random hex. */
+export function makeSlug(agentName: string): string {
+  const base = agentName.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 48).replace(/-+$/, '');
+  return `${base || 'endpoint'}-${randomBytes(4).toString('hex')}`;
+}
+
+export function validateAgentName(raw: unknown): string {
+  if (typeof raw !== 'string') throw invalidArgument('name', 'is required and must be a string');
+  const name = raw.trim();
+  if (name === '') throw invalidArgument('name', 'must not be empty');
+  if (name.length > MAX_AGENT_NAME) throw invalidArgument('name', `must be at most ${MAX_AGENT_NAME} characters`);
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(name)) throw invalidArgument('name', 'must not contain control characters');
+  return name;
+}
+
+export interface VendInput {
+  name: unknown;
+  queues?: readonly unknown[];
+  verbs?: readonly unknown[];
+}
+
+/** Creates the agent and its endpoint in one transaction. The credential is returned once, here. */
+export async function vendEndpoint(
+  sql: Sql,
+  humanId: string,
+  input: VendInput,
+  now: Date,
+): Promise<{ endpoint: Endpoint; credential: string }> {
+  const name = validateAgentName(input.name);
+  const queues = normalizeQueues(input.queues);
+  const verbs = normalizeVerbs(input.verbs);
+  const secret = mintSecret(ENDPOINT_CREDENTIAL_PREFIX);
+  const endpoint = await sql.begin(async (tx) => {
+    const [agent] = await tx<{ id: string }[]>`
+      insert into agents (owner_human_id, name, created_at) values (${humanId}, ${name}, ${now}) returning id`;
+    const [row] = await tx<{ id: string }[]>`
+      insert into endpoints (agent_id, slug, credential_hash, credential_prefix, scope_queues, scope_verbs, created_at)
+      values (${agent!.id}, ${makeSlug(name)}, ${secret.hash}, ${secret.displayPrefix}, ${tx.array(queues)}, ${tx.array(verbs)}, ${now})
+      returning id`;
+    return getOwnEndpointById(tx, humanId, row!.id);
+  });
+  return { endpoint, credential: secret.plaintext };
+}
+
+async function getOwnEndpointById(sql: Sql | TxSql, humanId: string, id: string): Promise<Endpoint> {
+  const [row] = await sql<Endpoint[]>`
+    select ${endpointColumns(sql)} from endpoints e join agents a on a.id = e.agent_id
+    where e.id = ${id} and a.owner_human_id = ${humanId}`;
+  if (!row) throw endpointNotFound();
+  return row;
+}
+
+/** Active endpoints first, then newest. */
+export async function listOwnEndpoints(sql: Sql, humanId: string): Promise<Endpoint[]> {
+  return sql<Endpoint[]>`
+    select ${endpointColumns(sql)} from endpoints e join agents a on a.id = e.agent_id
+    where a.owner_human_id = ${humanId}
+    order by (e.state = 'active') desc, e.created_at desc, e.id`;
+}
+
+/** The one answer for an endpoint that does not exist or is not the caller's. */
+export const endpointNotFound = () => notFound('no endpoint by that slug or id belongs to you');
+
+/**
+ * Resolves `{ref}` — a slug or an endpoint id — among the caller's own endpoints, in any state.
+ * Another human's endpoint answers exactly like a missing one.
+ */
+export async function resolveOwnEndpoint(sql: Sql | TxSql, humanId: string, ref: string): Promise<Endpoint> {
+  const byId = UUID.test(ref);
+  const [row] = await sql<Endpoint[]>`
+    select ${endpointColumns(sql)} from endpoints e join agents a on a.id = e.agent_id
+    where a.owner_human_id = ${humanId}
+      and ${byId ? sql`(e.id = ${ref}::uuid or e.slug = ${ref})` : sql`e.slug = ${ref}`}`;
+  if (!row) throw endpointNotFound();
+  return row;
+}
+
+export const endpointRevoked = (endpoint: Pick<Endpoint, 'slug' | 'state'>) =>
+  conflict(`endpoint ${endpoint.slug} is revoked`, { slug: endpoint.slug, state: endpoint.state });
+
+/**
+ * Revokes an endpoint: the credential stops resolving and, in the same transaction, every live
+ * todo (pending, claimed, or waiting on a retry) is dead-lettered with `endpoint_revoked`.
+ * Other instances learn of it from the `endpoint_revoked` notification, sent at commit.
+ */
+export async function revokeOwnEndpoint(
+  sql: Sql,
+  humanId: string,
+  ref: string,
+  now: Date,
+): Promise<{ endpoint: Endpoint; deadLettered: number }> {
+  return sql.begin(async (tx) => {
+    const current = await resolveOwnEndpoint(tx, humanId, ref);
+    const [updated] = await tx<{ id: string }[]>`
+      update endpoints set state = 'revoked', revoked_at = ${now}
+      where id = ${current.id} and state = 'active' returning id`;
+    if (!updated) throw conflict(`endpoint ${current.slug} is already revoked`, { slug: current.slug, state: current.state });
+    const dead = await tx`
+      update todos set state = 'failed', owner = null, lease_expires_at = null, next_retry_at = null,
+        result = ${tx.json({ error: 'endpoint_revoked', detail: `endpoint ${current.slug} was revoked` })},
+        completed_at = ${now}, updated_at = ${now}
+      where endpoint_id = ${current.id}
+        and (state in ('pending', 'claimed') or (state = 'failed' and next_retry_at is not null))`;
+    await tx`select pg_notify('endpoint_revoked', ${current.id})`;
+    return { endpoint: await getOwnEndpointById(tx, humanId, current.id), deadLettered: dead.count };
+  });
+}
+
+/**
+ * Resolves an endpoint credential for the MCP transport. Crosses tenants by design: the
+ * credential itself is the grant. Returns null for unknown or revoked credentials.
+ */
+export async function authenticateEndpointCredentialUnscoped(sql: Sql, presented: string, now: Date): Promise<Endpoint | null> {
+  if (!presented.startsWith(ENDPOINT_CREDENTIAL_PREFIX)) return null;
+  const [row] = await sql<Endpoint[]>`
+    update endpoints e set last_seen_at = ${now}
+    from agents a
+    where a.id = e.agent_id and e.credential_hash = ${hashSecret(presented)} and e.state = 'active'
+    returning ${endpointColumns(sql)}`;
+  return row ?? null;
+}

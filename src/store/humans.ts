@@ -1,0 +1,117 @@
+import type { Sql } from '../db/connect.ts';
+import { conflict, invalidArgument, notFound } from '../errors.ts';
+import { PERSONAL_TOKEN_PREFIX, hashSecret, mintSecret } from '../secrets.ts';
+
+export interface Human {
+  id: string;
+  handle: string;
+  display_name: string | null;
+  email: string | null;
+  created_at: Date;
+}
+
+export interface HumanToken {
+  id: string;
+  human_id: string;
+  name: string;
+  token_prefix: string;
+  created_at: Date;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+}
+
+const HANDLE = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+
+export function validateHandle(handle: string): string {
+  if (!HANDLE.test(handle)) {
+    throw invalidArgument('handle', 'must be 1-64 characters of a-z, 0-9, ".", "_" or "-", starting with a letter or digit');
+  }
+  return handle;
+}
+
+export async function addHuman(sql: Sql, input: { handle: string; displayName?: string; email?: string }): Promise<Human> {
+  const handle = validateHandle(input.handle);
+  const [row] = await sql<Human[]>`
+    insert into humans (handle, display_name, email)
+    values (${handle}, ${input.displayName ?? null}, ${input.email ?? null})
+    on conflict (handle) do nothing
+    returning id, handle, display_name, email, created_at`;
+  if (!row) throw conflict(`a human with handle "${handle}" already exists`);
+  return row;
+}
+
+export async function listHumans(sql: Sql): Promise<Human[]> {
+  return sql<Human[]>`select id, handle, display_name, email, created_at from humans order by handle`;
+}
+
+export async function getHumanByHandle(sql: Sql, handle: string): Promise<Human> {
+  const [row] = await sql<Human[]>`
+    select id, handle, display_name, email, created_at from humans where handle = ${handle}`;
+  if (!row) throw notFound(`no human with handle "${handle}"`);
+  return row;
+}
+
+export async function createToken(
+  sql: Sql,
+  input: { handle: string; name?: string },
+): Promise<{ token: string; record: HumanToken }> {
+  const human = await getHumanByHandle(sql, input.handle);
+  const name = (input.name ?? '').trim();
+  if (name.length > 100) throw invalidArgument('name', 'must be at most 100 characters');
+  const secret = mintSecret(PERSONAL_TOKEN_PREFIX);
+  const [record] = await sql<HumanToken[]>`
+    insert into human_tokens (human_id, name, token_hash, token_prefix)
+    values (${human.id}, ${name}, ${secret.hash}, ${secret.displayPrefix})
+    returning id, human_id, name, token_prefix, created_at, last_used_at, revoked_at`;
+  return { token: secret.plaintext, record: record! };
+}
+
+export async function listTokens(sql: Sql, handle: string): Promise<HumanToken[]> {
+  const human = await getHumanByHandle(sql, handle);
+  return sql<HumanToken[]>`
+    select id, human_id, name, token_prefix, created_at, last_used_at, revoked_at
+    from human_tokens where human_id = ${human.id} order by created_at desc`;
+}
+
+/** Revokes by token id or by its display prefix (`sbp_xxxxxxxx`). */
+export async function revokeToken(sql: Sql, ref: string, now: Date): Promise<HumanToken> {
+  const isUuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(ref);
+  const matches = await sql<HumanToken[]>`
+    select id, human_id, name, token_prefix, created_at, last_used_at, revoked_at
+    from human_tokens where ${isUuid ? sql`id = ${ref}::uuid` : sql`token_prefix = ${ref}`}`;
+  if (matches.length === 0) throw notFound(`no token with id or prefix "${ref}"`);
+  if (matches.length > 1) throw conflict(`prefix "${ref}" matches ${matches.length} tokens; revoke by id`);
+  const target = matches[0]!;
+  if (target.revoked_at) throw conflict('token is already revoked');
+  const [row] = await sql<HumanToken[]>`
+    update human_tokens set revoked_at = ${now} where id = ${target.id} and revoked_at is null
+    returning id, human_id, name, token_prefix, created_at, last_used_at, revoked_at`;
+  if (!row) throw conflict('token is already revoked');
+  return row;
+}
+
+/**
+ * Resolves a presented personal token to its human, or null. Stamps last_used_at at most once a
+ * minute so a busy client does not turn every read into a write.
+ */
+export async function authenticatePersonalToken(
+  sql: Sql,
+  presented: string,
+  now: Date,
+): Promise<{ human: Human; tokenId: string } | null> {
+  if (!presented.startsWith(PERSONAL_TOKEN_PREFIX)) return null;
+  const [row] = await sql<(Human & { token_id: string })[]>`
+    with token as (
+      select id, human_id, last_used_at from human_tokens
+      where token_hash = ${hashSecret(presented)} and revoked_at is null
+    ), stamp as (
+      update human_tokens set last_used_at = ${now}
+      where id = (select id from token)
+        and (last_used_at is null or last_used_at < ${now}::timestamptz - interval '60 seconds')
+    )
+    select h.id, h.handle, h.display_name, h.email, h.created_at, token.id as token_id
+    from token join humans h on h.id = token.human_id`;
+  if (!row) return null;
+  const { token_id, ...human } = row;
+  return { human, tokenId: token_id };
+}

@@ -1,0 +1,366 @@
+import { randomUUID } from 'node:crypto';
+import type { Sql, TxSql } from '../db/connect.ts';
+import { conflict, forbidden, notFound } from '../errors.ts';
+import { retryBackoffSeconds } from '../lifecycle.ts';
+import { RESERVED_QUEUE } from '../scope.ts';
+import { rfc3339 } from './time.ts';
+
+export type TodoState = 'pending' | 'claimed' | 'done' | 'failed';
+export const TODO_STATES: readonly TodoState[] = ['pending', 'claimed', 'done', 'failed'];
+
+export interface TodoRow {
+  id: string;
+  endpoint_id: string;
+  queue: string;
+  source: string | null;
+  kind: string | null;
+  title: string;
+  payload: unknown;
+  payload_size: number;
+  event_id: string | null;
+  idempotency_key: string | null;
+  assignee: string | null;
+  state: TodoState;
+  owner: string | null;
+  lease_expires_at: Date | null;
+  attempt: number;
+  max_attempts: number;
+  result: unknown;
+  created_at: Date;
+  updated_at: Date;
+  claimed_at: Date | null;
+  completed_at: Date | null;
+  next_retry_at: Date | null;
+  last_ringed_at: Date | null;
+  ring_attempts: number;
+  synthetic: boolean;
+}
+
+/** The compact wire form: everything a listing needs, never the payload. */
+export interface TodoSummary {
+  id: string;
+  queue: string;
+  source?: string;
+  kind?: string;
+  title: string;
+  state: TodoState;
+  owner?: string;
+  assignee?: string;
+  attempt: number;
+  max_attempts: number;
+  lease_expires_at?: string;
+  next_retry_at?: string;
+  created_at: string;
+  payload_size: number;
+}
+
+export function summarizeTodo(t: TodoRow): TodoSummary {
+  const out: TodoSummary = {
+    id: t.id,
+    queue: t.queue,
+    title: t.title,
+    state: t.state,
+    attempt: t.attempt,
+    max_attempts: t.max_attempts,
+    created_at: rfc3339(t.created_at),
+    payload_size: t.payload_size,
+  };
+  if (t.source) out.source = t.source;
+  if (t.kind) out.kind = t.kind;
+  if (t.owner) out.owner = t.owner;
+  if (t.assignee) out.assignee = t.assignee;
+  if (t.state === 'claimed' && t.lease_expires_at) out.lease_expires_at = rfc3339(t.lease_expires_at);
+  if (t.state === 'failed' && t.next_retry_at) out.next_retry_at = rfc3339(t.next_retry_at);
+  return out;
+}
+
+/** The full form handed over at claim time: the summary plus the payload. */
+export function fullTodo(t: TodoRow): TodoSummary & { payload: unknown } {
+  return { ...summarizeTodo(t), payload: t.payload };
+}
+
+export const newTodoId = (): string => `td_${randomUUID()}`;
+
+// ---------------------------------------------------------------------------------------------
+// Producing
+
+export interface EventInput {
+  source: string;
+  family: 'webhook' | 'operator';
+  eventType?: string | null;
+  externalId?: string | null;
+  trustMode: 'signed' | 'token' | 'open' | 'operator';
+  verified: boolean;
+  verifyDetail?: string | null;
+  contentType?: string | null;
+  headers?: Record<string, string>;
+  payload?: Buffer | null;
+}
+
+export interface NewTodo {
+  endpointId: string;
+  queue: string;
+  title: string;
+  source?: string | null;
+  kind?: string | null;
+  payload?: unknown;
+  idempotencyKey?: string | null;
+  maxAttempts?: number;
+  synthetic?: boolean;
+}
+
+/** The live-row predicate of the dedup index; ON CONFLICT must name it to infer that index. */
+const liveKeyPredicate = (sql: Sql | TxSql) =>
+  sql`idempotency_key is not null and state <> 'done' and (state <> 'failed' or next_retry_at is not null)`;
+
+/**
+ * Records one producer delivery and the todo it mints, in one transaction. When the idempotency
+ * key matches a live todo of the same endpoint, nothing is written and that todo is returned
+ * with created=false.
+ */
+export async function insertEventAndTodo(
+  sql: Sql,
+  event: EventInput,
+  todo: NewTodo,
+  now: Date,
+): Promise<{ todo: TodoRow; created: boolean; eventId: string | null }> {
+  return sql.begin(async (tx) => {
+    const [ev] = await tx<{ id: string }[]>`
+      insert into events (source, family, event_type, external_id, trust_mode, verified, verify_detail,
+                          content_type, headers, payload, payload_size, received_at)
+      values (${event.source}, ${event.family}, ${event.eventType ?? null}, ${event.externalId ?? null},
+              ${event.trustMode}, ${event.verified}, ${event.verifyDetail ?? null}, ${event.contentType ?? null},
+              ${tx.json(event.headers ?? {})}, ${event.payload ?? null}, ${event.payload?.length ?? 0}, ${now})
+      returning id::text as id`;
+    const key = todo.idempotencyKey ? todo.idempotencyKey : null;
+    const [inserted] = await tx<TodoRow[]>`
+      insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, idempotency_key,
+                         max_attempts, synthetic, created_at, updated_at)
+      values (${newTodoId()}, ${todo.endpointId}, ${todo.queue}, ${todo.source ?? null}, ${todo.kind ?? null},
+              ${todo.title}, ${tx.json((todo.payload ?? {}) as never)}, ${ev!.id}, ${key},
+              ${todo.maxAttempts ?? 5}, ${todo.synthetic ?? false}, ${now}, ${now})
+      on conflict (endpoint_id, idempotency_key) where ${liveKeyPredicate(tx)} do nothing
+      returning *, event_id::text as event_id`;
+    if (inserted) return { todo: inserted, created: true, eventId: ev!.id };
+    // A duplicate delivery changes nothing: drop the event row we just wrote.
+    await tx`delete from events where id = ${ev!.id}`;
+    const [existing] = await tx<TodoRow[]>`
+      select *, event_id::text as event_id from todos
+      where endpoint_id = ${todo.endpointId} and idempotency_key = ${key} and ${liveKeyPredicate(tx)}`;
+    if (!existing) throw conflict('a concurrent delivery with the same key is still being written; retry');
+    return { todo: existing, created: false, eventId: existing.event_id };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+export interface ListFilter {
+  /** Restrict to these queues; undefined means every queue of the endpoint. */
+  queues?: readonly string[];
+  queue?: string;
+  state?: TodoState;
+  limit: number;
+  includeSynthetic?: boolean;
+}
+
+/** Newest first, one endpoint, the given queues only, never the reserved queue. */
+export async function listTodos(sql: Sql, endpointId: string, f: ListFilter): Promise<TodoRow[]> {
+  return sql<TodoRow[]>`
+    select *, event_id::text as event_id from todos
+    where endpoint_id = ${endpointId}
+      and queue <> ${RESERVED_QUEUE}
+      ${f.queues ? sql`and queue = any(${sql.array([...f.queues])}::text[])` : sql``}
+      ${f.queue ? sql`and queue = ${f.queue}` : sql``}
+      ${f.state ? sql`and state = ${f.state}` : sql``}
+      ${f.includeSynthetic ? sql`` : sql`and not synthetic`}
+    order by created_at desc, seq desc
+    limit ${f.limit}`;
+}
+
+export async function getTodo(sql: Sql | TxSql, endpointId: string, id: string): Promise<TodoRow | null> {
+  const [row] = await sql<TodoRow[]>`
+    select *, event_id::text as event_id from todos
+    where id = ${id} and endpoint_id = ${endpointId} and queue <> ${RESERVED_QUEUE} and not synthetic`;
+  return row ?? null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agent transitions. Each takes the caller's endpoint and allowed queues; a todo of another
+// endpoint is indistinguishable from one that never existed.
+
+export interface Caller {
+  endpointId: string;
+  /** `agent:<agent_id>`: every session of one agent acts as the same owner. */
+  owner: string;
+  queues: readonly string[];
+}
+
+const todoNotFound = (id: string) => notFound(`no todo ${id} on this endpoint`);
+
+/** Reads the target within the caller's endpoint and checks its queue is granted. */
+async function requireTarget(sql: Sql | TxSql, caller: Caller, id: string): Promise<TodoRow> {
+  const row = await getTodo(sql, caller.endpointId, id);
+  if (!row) throw todoNotFound(id);
+  if (!caller.queues.includes(row.queue)) throw forbidden(`todo ${id} is in queue "${row.queue}", which this endpoint is not granted`);
+  return row;
+}
+
+/** Rows an owner may claim at `now`: pending, an expired lease, or a retry whose wait is over. */
+const claimable = (sql: Sql | TxSql, owner: string, now: Date) => sql`
+  (assignee is null or assignee = ${owner})
+  and (state = 'pending'
+       or (state = 'claimed' and lease_expires_at < ${now} and attempt < max_attempts)
+       or (state = 'failed' and next_retry_at is not null and next_retry_at <= ${now} and attempt < max_attempts))`;
+
+const claimSet = (sql: Sql | TxSql, owner: string, now: Date, lease: number) => sql`
+  state = 'claimed', owner = ${owner},
+  lease_expires_at = ${now}::timestamptz + make_interval(secs => ${lease}),
+  attempt = attempt + 1, claimed_at = ${now}, next_retry_at = null, updated_at = ${now}`;
+
+export async function claimTodo(sql: Sql, caller: Caller, id: string, leaseSecs: number, now: Date): Promise<TodoRow> {
+  await requireTarget(sql, caller, id);
+  const [row] = await sql<TodoRow[]>`
+    update todos set ${claimSet(sql, caller.owner, now, leaseSecs)}
+    where id = ${id} and endpoint_id = ${caller.endpointId} and not synthetic and ${claimable(sql, caller.owner, now)}
+    returning *, event_id::text as event_id`;
+  if (!row) throw conflict(`todo ${id} is not claimable (claimed by someone else, finished, or waiting for its retry)`);
+  return row;
+}
+
+/** Claims the oldest claimable todo across the caller's queues, or returns null when none is. */
+export async function claimNextTodo(
+  sql: Sql,
+  caller: Caller,
+  queues: readonly string[],
+  leaseSecs: number,
+  now: Date,
+): Promise<TodoRow | null> {
+  const [row] = await sql<TodoRow[]>`
+    with picked as materialized (
+      select id from todos
+      where endpoint_id = ${caller.endpointId}
+        and queue = any(${sql.array([...queues])}::text[]) and queue <> ${RESERVED_QUEUE}
+        and not synthetic and ${claimable(sql, caller.owner, now)}
+      order by created_at, seq
+      limit 1
+      for update skip locked
+    )
+    update todos t set ${claimSet(sql, caller.owner, now, leaseSecs)}
+    from picked where t.id = picked.id
+    returning t.*, t.event_id::text as event_id`;
+  return row ?? null;
+}
+
+/** Shared shape of heartbeat/complete/fail/release: the caller must hold the live claim. */
+async function transitionHeld(
+  sql: Sql,
+  caller: Caller,
+  id: string,
+  set: ReturnType<Sql>,
+  what: string,
+): Promise<TodoRow> {
+  await requireTarget(sql, caller, id);
+  const [row] = await sql<TodoRow[]>`
+    update todos set ${set}
+    where id = ${id} and endpoint_id = ${caller.endpointId} and state = 'claimed' and owner = ${caller.owner}
+    returning *, event_id::text as event_id`;
+  if (!row) throw conflict(`cannot ${what} todo ${id}: this endpoint does not hold its claim`);
+  return row;
+}
+
+export function heartbeatTodo(sql: Sql, caller: Caller, id: string, leaseSecs: number, now: Date): Promise<TodoRow> {
+  return transitionHeld(
+    sql,
+    caller,
+    id,
+    sql`lease_expires_at = ${now}::timestamptz + make_interval(secs => ${leaseSecs}), updated_at = ${now}`,
+    'heartbeat',
+  );
+}
+
+export function completeTodo(sql: Sql, caller: Caller, id: string, result: unknown, now: Date): Promise<TodoRow> {
+  return transitionHeld(
+    sql,
+    caller,
+    id,
+    sql`state = 'done', result = ${result === undefined ? null : sql.json(result as never)},
+        lease_expires_at = null, completed_at = ${now}, updated_at = ${now}`,
+    'complete',
+  );
+}
+
+/** Below the attempt cap the todo waits out its backoff; at the cap it is a dead letter. */
+export function failTodo(sql: Sql, caller: Caller, id: string, result: unknown, now: Date): Promise<TodoRow> {
+  // The backoff schedule is decided in lifecycle.ts; SQL indexes it by the attempt that failed.
+  const table = sql.array(Array.from({ length: 32 }, (_, i) => retryBackoffSeconds(i + 1)));
+  return transitionHeld(
+    sql,
+    caller,
+    id,
+    sql`state = 'failed', result = ${result === undefined ? null : sql.json(result as never)}, lease_expires_at = null,
+        next_retry_at = case when attempt >= max_attempts then null
+          else ${now}::timestamptz + make_interval(secs => (${table}::int[])[least(greatest(attempt, 1), 32)]) end,
+        completed_at = case when attempt >= max_attempts then ${now}::timestamptz else null end,
+        updated_at = ${now}`,
+    'fail',
+  );
+}
+
+/** Hands the todo back to the queue; the claim's attempt stays spent. */
+export function releaseTodo(sql: Sql, caller: Caller, id: string, now: Date): Promise<TodoRow> {
+  return transitionHeld(
+    sql,
+    caller,
+    id,
+    sql`state = 'pending', owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${now}`,
+    'release',
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Background sweeps: no caller, so no endpoint predicate; each row moves only within its own
+// lifecycle, and the caller learns which endpoints and queues changed.
+
+export interface Moved {
+  id: string;
+  endpoint_id: string;
+  queue: string;
+  state: TodoState;
+}
+
+/** Expired leases go back to pending, or become dead letters once their attempts are spent. */
+export async function reapExpiredLeasesUnscoped(sql: Sql, now: Date, limit = 1000): Promise<Moved[]> {
+  return sql<Moved[]>`
+    with expired as materialized (
+      select id from todos
+      where state = 'claimed' and lease_expires_at < ${now} and queue <> ${RESERVED_QUEUE}
+      order by lease_expires_at
+      limit ${limit}
+      for update skip locked
+    )
+    update todos t set
+      state = case when t.attempt < t.max_attempts then 'pending' else 'failed' end,
+      result = case when t.attempt < t.max_attempts then t.result
+                    else ${sql.json({ error: 'lease_expired', detail: 'lease expired on the last attempt' })} end,
+      completed_at = case when t.attempt < t.max_attempts then null else ${now}::timestamptz end,
+      owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${now}
+    from expired where t.id = expired.id
+    returning t.id, t.endpoint_id, t.queue, t.state`;
+}
+
+/** Failed todos whose retry wait is over become pending again. */
+export async function requeueDueRetriesUnscoped(sql: Sql, now: Date, limit = 1000): Promise<Moved[]> {
+  return sql<Moved[]>`
+    with due as materialized (
+      select id from todos
+      where state = 'failed' and next_retry_at is not null and next_retry_at <= ${now}
+      order by next_retry_at
+      limit ${limit}
+      for update skip locked
+    )
+    update todos t set state = 'pending', owner = null, lease_expires_at = null, claimed_at = null,
+      next_retry_at = null, updated_at = ${now}
+    from due where t.id = due.id
+    returning t.id, t.endpoint_id, t.queue, t.state`;
+}
