@@ -23,14 +23,15 @@ export async function listMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
  */
 export async function migrate(sql: Sql, opts: { dir?: string; onApply?: (file: string) => void } = {}): Promise<string[]> {
   const dir = opts.dir ?? MIGRATIONS_DIR;
-  await sql`
-    create table if not exists schema_migrations (
-      version text primary key,
-      file text not null,
-      applied_at timestamptz not null default now()
-    )`.catch(async (e: unknown) => {
-    // Two instances racing on the very first CREATE TABLE can collide on the catalog; the loser retries.
-    if ((e as { code?: string }).code !== '23505') throw e;
+  await sql.begin(async (tx) => {
+    // Under the lock: two instances racing on the first CREATE TABLE would collide in the catalog.
+    await tx`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`;
+    await tx`
+      create table if not exists schema_migrations (
+        version text primary key,
+        file text not null,
+        applied_at timestamptz not null default now()
+      )`;
   });
 
   const applied: string[] = [];

@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from './config.ts';
+
+const fails = (env: NodeJS.ProcessEnv) => {
+  try {
+    loadConfig(env);
+  } catch (e) {
+    if (e instanceof ConfigError) return e;
+    throw e;
+  }
+  throw new Error('expected loadConfig to fail');
+};
+
+describe('loadConfig', () => {
+  it('defaults to 127.0.0.1:8080, embedded database, info logs', () => {
+    const c = loadConfig({ SWITCHBOARD_DATA_DIR: '/srv/sb' });
+    expect(c).toMatchObject({
+      databaseUrl: undefined,
+      listenHost: '127.0.0.1',
+      listenPort: 8080,
+      baseUrl: 'http://127.0.0.1:8080',
+      baseUrlExplicit: false,
+      dataDir: '/srv/sb',
+      logLevel: 'info',
+    });
+  });
+
+  it('prefers SWITCHBOARD_DATABASE_URL over DATABASE_URL, and accepts DATABASE_URL alone', () => {
+    expect(loadConfig({ SWITCHBOARD_DATABASE_URL: 'postgres://a@h/x', DATABASE_URL: 'postgres://b@h/y' }).databaseUrl).toBe('postgres://a@h/x');
+    expect(loadConfig({ DATABASE_URL: 'postgresql://b@h/y' }).databaseUrl).toBe('postgresql://b@h/y');
+  });
+
+  it('takes a base URL without its trailing slash', () => {
+    expect(loadConfig({ SWITCHBOARD_BASE_URL: 'https://sb.example.com/' })).toMatchObject({ baseUrl: 'https://sb.example.com', baseUrlExplicit: true });
+  });
+
+  it('uses a per-user data dir by default', () => {
+    const c = loadConfig({ XDG_DATA_HOME: '/home/u/.data' });
+    expect(c.dataDir).toBe(process.getuid?.() === 0 ? '/var/lib/switchboard' : '/home/u/.data/switchboard');
+  });
+
+  it.each([
+    ['SWITCHBOARD_DATABASE_URL', { SWITCHBOARD_DATABASE_URL: 'mysql://x@y/z' }],
+    ['DATABASE_URL', { DATABASE_URL: 'not a url' }],
+    ['SWITCHBOARD_LISTEN', { SWITCHBOARD_LISTEN: '8080' }],
+    ['SWITCHBOARD_LISTEN', { SWITCHBOARD_LISTEN: '127.0.0.1:99999' }],
+    ['SWITCHBOARD_BASE_URL', { SWITCHBOARD_BASE_URL: 'ftp://x' }],
+    ['SWITCHBOARD_BASE_URL', { SWITCHBOARD_BASE_URL: 'https://user:pw@x' }],
+    ['SWITCHBOARD_DATA_DIR', { SWITCHBOARD_DATA_DIR: 'relative/dir' }],
+    ['SWITCHBOARD_LOG_LEVEL', { SWITCHBOARD_LOG_LEVEL: 'loud' }],
+  ])('refuses a bad %s and names it', (variable, env) => {
+    const e = fails(env);
+    expect(e.variable).toBe(variable);
+    expect(e.message).toContain(variable);
+  });
+});
