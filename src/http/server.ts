@@ -24,10 +24,9 @@ const SECURITY_HEADERS: Record<string, string> = {
 
 export function buildServer(deps: ServerDeps): FastifyInstance {
   const app = Fastify({
+    // Our own request log (below) names the route pattern, never the raw URL or headers.
     logger: false,
     bodyLimit: API_BODY_LIMIT,
-    // Our own request log (below) names the route pattern, never the raw URL or headers.
-    disableRequestLogging: true,
     return503OnClosing: true,
   });
 

@@ -1,0 +1,180 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { App } from '../app.ts';
+import { migratedDatabase, startTestApp } from '../../test/support/app.ts';
+import { VERSION } from '../version.ts';
+import { main } from './main.ts';
+
+let db: Awaited<ReturnType<typeof migratedDatabase>>;
+let app: App;
+let home: string;
+
+beforeAll(async () => {
+  db = await migratedDatabase();
+  app = await startTestApp(db.url);
+  home = await mkdtemp(join(tmpdir(), 'sbcli-'));
+});
+afterAll(async () => {
+  await app.stop();
+  await db.drop();
+});
+
+/** A port nothing listens on: bind one, then let it go. */
+async function closedPort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+interface Run {
+  code: number;
+  out: string;
+  err: string;
+}
+
+/** Runs the CLI in-process with its own environment; stdin is given text. */
+async function run(args: string[], env: Record<string, string> = {}, stdin = ''): Promise<Run> {
+  let out = '';
+  let err = '';
+  const code = await main(['node', 'switchboard', ...args], {
+    io: { out: (t) => void (out += t), err: (t) => void (err += t) },
+    env: { HOME: home, XDG_CONFIG_HOME: join(home, '.config'), SWITCHBOARD_DATABASE_URL: db.url, ...env },
+    readStdin: async () => stdin,
+    stdinIsTty: false,
+  });
+  return { code, out, err };
+}
+
+describe('switchboard CLI, the path a new user walks', () => {
+  let token = '';
+  let slug = '';
+  const authEnv = () => ({ SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: token });
+
+  it('admin human add / token create act on the database and print the token once', async () => {
+    const added = await run(['admin', 'human', 'add', 'ops']);
+    expect(added).toMatchObject({ code: 0 });
+    expect(added.out).toContain('Added human ops');
+    const created = await run(['admin', 'token', 'create', 'ops']);
+    expect(created.code).toBe(0);
+    token = created.out.trim();
+    expect(token).toMatch(/^sbp_[A-Za-z0-9_-]{43}$/);
+    expect(created.err).toContain('shown once');
+    const listed = await run(['admin', 'token', 'list', 'ops']);
+    expect(listed.out).toContain(token.slice(0, 12));
+    expect(listed.out).not.toContain(token);
+  });
+
+  it('endpoint vend prints the credential once, the MCP URL and a .mcp.json snippet', async () => {
+    const r = await run(['endpoint', 'vend', 'review-bot', '--queue', 'reviews', '--queue', 'inbox'], authEnv());
+    expect(r.code).toBe(0);
+    slug = /Vended endpoint (review-bot-[0-9a-f]{8})/.exec(r.out)![1]!;
+    const credential = /Credential {2}(sbk_\S+)/.exec(r.out)![1]!;
+    expect(r.out).toContain(`${app.baseUrl}/mcp/${slug}`);
+    expect(r.out).toContain('"mcpServers"');
+    expect(r.out).toContain(`Bearer ${credential}`);
+    expect(r.out).toContain('Queues      reviews, inbox');
+  });
+
+  it('endpoint list and show print the endpoint, never a credential', async () => {
+    const list = await run(['endpoint', 'list'], authEnv());
+    expect(list.code).toBe(0);
+    expect(list.out).toMatch(new RegExp(`${slug}\\s+review-bot\\s+active\\s+reviews,inbox`));
+    expect(list.out).not.toContain('sbk_');
+    const json = await run(['endpoint', 'list', '--json'], authEnv());
+    expect(JSON.parse(json.out)[0]).toMatchObject({ slug, state: 'active', queues: ['reviews', 'inbox'] });
+    const show = await run(['endpoint', 'show', slug], authEnv());
+    expect(show.out).toContain(`Slug       ${slug}`);
+  });
+
+  it('todo push and todo list, with the payload inline, from a file and from stdin', async () => {
+    const r = await run(['todo', 'push', slug, '--queue', 'reviews', '--title', 'Review PR 12', '--payload', '{"pr":12}'], authEnv());
+    expect(r).toMatchObject({ code: 0 });
+    expect(r.out).toMatch(/^Created td_[0-9a-f-]{36} on review-bot-[0-9a-f]{8}\/reviews\.\n$/);
+    const file = join(home, 'payload.json');
+    await writeFile(file, '{"pr":13}');
+    expect((await run(['todo', 'push', slug, 'Review PR 13', '-q', 'reviews', '--payload', `@${file}`], authEnv())).code).toBe(0);
+    expect((await run(['todo', 'push', slug, 'Review PR 14', '-q', 'inbox', '--payload', '@-', '--json'], authEnv(), '{"pr":14}')).code).toBe(0);
+    const list = await run(['todo', 'list', slug, '--json'], authEnv());
+    expect(JSON.parse(list.out).todos.map((t: { title: string }) => t.title)).toEqual(['Review PR 14', 'Review PR 13', 'Review PR 12']);
+    const table = await run(['todo', 'list', slug, '--queue', 'reviews'], authEnv());
+    expect(table.out.split('\n')[0]).toMatch(/^ID\s+QUEUE\s+STATE\s+ATTEMPT\s+CREATED\s+TITLE$/);
+    expect(table.out).not.toContain('Review PR 14');
+  });
+
+  it('endpoint revoke asks first; only "y" proceeds', async () => {
+    const declined = await run(['endpoint', 'revoke', slug], authEnv(), 'n\n');
+    expect(declined.code).toBe(1);
+    expect(declined.err).toContain('not revoked');
+    const yes = await run(['endpoint', 'revoke', slug], authEnv(), 'y\n');
+    expect(yes.code).toBe(0);
+    expect(yes.out).toContain(`Revoked ${slug}; 3 live todo(s) dead-lettered.`);
+    const again = await run(['endpoint', 'revoke', slug, '-y'], authEnv());
+    expect(again.code).toBe(1);
+    expect(again.err).toMatch(/^switchboard: .*already revoked \(conflict\)\n$/);
+  });
+});
+
+describe('switchboard CLI errors and exit codes', () => {
+  it('exits 2 on a usage mistake and 1 on a refusal, with one line on stderr', async () => {
+    const unknown = await run(['endpoint', 'frobnicate']);
+    expect(unknown.code).toBe(2);
+    const missingArg = await run(['todo', 'push']);
+    expect(missingArg.code).toBe(2);
+    const badPayload = await run(['todo', 'push', 'x', 't', '--payload', '{nope'], { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: 'sbp_x' });
+    expect(badPayload.code).toBe(2);
+    expect(badPayload.err).toMatch(/^switchboard: --payload: --payload is not valid JSON/);
+    const badToken = await run(['endpoint', 'list'], { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: 'sbp_wrong' });
+    expect(badToken).toMatchObject({ code: 1, out: '' });
+    expect(badToken.err).toMatch(/^switchboard: .*\(unauthenticated\)\n$/);
+  });
+
+  it('says how to log in when no credentials are configured', async () => {
+    const r = await run(['endpoint', 'list']);
+    expect(r.code).toBe(1);
+    expect(r.err).toContain('not logged in');
+  });
+
+  it('reports an unreachable server in one line', async () => {
+    const port = await closedPort();
+    const r = await run(['endpoint', 'list'], { SWITCHBOARD_URL: `http://127.0.0.1:${port}`, SWITCHBOARD_TOKEN: 'sbp_x' });
+    expect(r.code).toBe(1);
+    expect(r.err).toBe(`switchboard: cannot reach http://127.0.0.1:${port}: ECONNREFUSED\n`);
+  });
+
+  it('refuses a bad configuration naming the variable', async () => {
+    const r = await run(['admin', 'human', 'list'], { SWITCHBOARD_DATABASE_URL: 'mysql://nope' });
+    expect(r.code).toBe(1);
+    expect(r.err).toContain('SWITCHBOARD_DATABASE_URL');
+  });
+});
+
+describe('switchboard login / logout', () => {
+  it('checks the token, saves it with mode 0600, and later commands use it', async () => {
+    await run(['admin', 'human', 'add', 'loginner']);
+    const token = (await run(['admin', 'token', 'create', 'loginner'])).out.trim();
+    const bad = await run(['login', '--url', app.url, '--token', 'sbp_bad']);
+    expect(bad.code).toBe(1);
+    const ok = await run(['login', '--url', app.url, '--token', token]);
+    expect(ok.code).toBe(0);
+    const path = join(home, '.config', 'switchboard', 'credentials.json');
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    expect(JSON.parse(await readFile(path, 'utf8'))).toEqual({ url: app.url, token });
+    expect((await run(['endpoint', 'list'])).code).toBe(0);
+    expect((await run(['logout'])).out).toBe('Logged out.\n');
+    expect((await run(['endpoint', 'list'])).code).toBe(1);
+  });
+});
+
+describe('the installed bin', () => {
+  it('runs from bin/switchboard.js', async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, ['bin/switchboard.js', '--version']);
+    expect(stdout.trim()).toBe(VERSION);
+  });
+});
