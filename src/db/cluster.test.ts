@@ -196,20 +196,43 @@ describe('startEmbeddedCluster', () => {
 
   it('recovers when the server itself was SIGKILLed and left a stale postmaster.pid', async () => {
     const dataDir = await tempDataDir();
+    const pgData = path.join(dataDir, 'pgdata');
+    const crash = async (): Promise<void> => {
+      const pid = postmasterPid(pgData);
+      if (!pid) throw new Error('no postmaster.pid');
+      process.kill(pid, 'SIGKILL');
+      await waitFor(async () => (await serverProcesses(pgData)).length === 0, 'server processes to exit');
+      expect(existsSync(path.join(pgData, 'postmaster.pid'))).toBe(true);
+      // The owner dies too: its lock is left behind, naming a dead PID.
+      await fs.writeFile(path.join(dataDir, 'switchboard.lock'), '999999\n');
+    };
+    const readKept = (cluster: RunningCluster) =>
+      withSql(cluster.url, (sql) => sql<{ v: string }[]>`select v from kept`).then((rows) => rows.map((r) => r.v));
+
     const first = track(await startEmbeddedCluster({ dataDir, log: quiet }));
     await withSql(first.url, (sql) => sql.unsafe(`create table kept (v text); insert into kept values ('durable')`));
-    const pid = postmasterPid(first.pgData);
-    if (!pid) throw new Error('no postmaster.pid');
-    process.kill(pid, 'SIGKILL');
-    await waitFor(async () => (await serverProcesses(first.pgData)).length === 0, 'server processes to exit');
-    expect(existsSync(path.join(first.pgData, 'postmaster.pid'))).toBe(true);
-    // Simulate the owner dying too: its lock is left behind, naming a dead PID.
-    await fs.writeFile(path.join(dataDir, 'switchboard.lock'), '999999\n');
+    await crash();
 
+    // The stale PID is dead: PostgreSQL replaces the lock file itself.
     const second = track(await startEmbeddedCluster({ dataDir, log: quiet }));
-    const rows = await withSql(second.url, (sql) => sql<{ v: string }[]>`select v from kept`);
-    expect(rows.map((r) => r.v)).toEqual(['durable']);
-    await second.stop();
+    expect(await readKept(second)).toEqual(['durable']);
+    await crash();
+
+    // The stale PID now belongs to an unrelated live process (here: this test worker).
+    const pidFile = path.join(pgData, 'postmaster.pid');
+    const lines = (await fs.readFile(pidFile, 'utf8')).split('\n');
+    lines[0] = String(process.pid);
+    await fs.writeFile(pidFile, lines.join('\n'));
+    const messages: string[] = [];
+    const third = track(await startEmbeddedCluster({ dataDir, log: (m) => void messages.push(m) }));
+    expect(messages.some((m) => m.includes('stale postmaster.pid'))).toBe(true);
+    expect(await readKept(third)).toEqual(['durable']);
+    // stop() of an earlier, crashed cluster object must not touch the running one.
+    await first.stop();
+    expect(await readKept(third)).toEqual(['durable']);
+    expect(existsSync(path.join(dataDir, 'switchboard.lock'))).toBe(true);
+    await third.stop();
+    expect(existsSync(path.join(dataDir, 'switchboard.lock'))).toBe(false);
   }, 60_000);
 
   it('refuses to start while another live process holds the data directory', async () => {

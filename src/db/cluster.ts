@@ -305,19 +305,21 @@ async function processStartTime(pid: number): Promise<string | undefined> {
 interface OwnerRecord {
   pid: number;
   startTime?: string;
+  token?: string;
 }
 
-async function ownerRecordText(): Promise<string> {
-  return `${process.pid}\n${(await processStartTime(process.pid)) ?? ''}\n`;
+/** "<pid>\n<start time>\n<token>\n"; the token tells apart two holders within one process. */
+async function ownerRecordText(token = ''): Promise<string> {
+  return `${process.pid}\n${(await processStartTime(process.pid)) ?? ''}\n${token}\n`;
 }
 
 async function readOwnerRecord(file: string): Promise<OwnerRecord | undefined> {
   const text = await fs.readFile(file, 'utf8').catch(() => undefined);
   if (text === undefined) return undefined;
-  const [pidLine, startLine] = text.split('\n');
+  const [pidLine, startLine, tokenLine] = text.split('\n');
   const pid = Number(pidLine);
   if (!Number.isInteger(pid) || pid <= 0) return { pid: 0 };
-  return { pid, startTime: startLine?.trim() || undefined };
+  return { pid, startTime: startLine?.trim() || undefined, token: tokenLine?.trim() || undefined };
 }
 
 async function ownerIsAlive(owner: OwnerRecord): Promise<boolean> {
@@ -329,15 +331,21 @@ async function ownerIsAlive(owner: OwnerRecord): Promise<boolean> {
 
 // Lock files this process holds, so a second start in the same process is refused
 // while a leftover lock carrying our PID from an earlier boot/container is not.
-const heldLocks = new Set<string>();
+const heldLocks = new Map<string, string>(); // lock file -> token
 
-async function acquireDataDirLock(dataDir: string): Promise<string> {
+interface DataDirLock {
+  file: string;
+  token: string;
+}
+
+async function acquireDataDirLock(dataDir: string): Promise<DataDirLock> {
   const lockFile = path.join(dataDir, 'switchboard.lock');
+  const token = randomBytes(8).toString('hex');
   for (let attempt = 0; attempt < 5; attempt++) {
     try {
-      await fs.writeFile(lockFile, await ownerRecordText(), { flag: 'wx', mode: 0o644 });
-      heldLocks.add(lockFile);
-      return lockFile;
+      await fs.writeFile(lockFile, await ownerRecordText(token), { flag: 'wx', mode: 0o644 });
+      heldLocks.set(lockFile, token);
+      return { file: lockFile, token };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
@@ -370,10 +378,10 @@ async function acquireDataDirLock(dataDir: string): Promise<string> {
   throw new Error(`Could not acquire ${lockFile}; another process keeps changing it. Try again.`);
 }
 
-async function releaseDataDirLock(lockFile: string): Promise<void> {
-  heldLocks.delete(lockFile);
-  const holder = await readOwnerRecord(lockFile);
-  if (holder?.pid === process.pid) await fs.rm(lockFile, { force: true });
+async function releaseDataDirLock(lock: DataDirLock): Promise<void> {
+  if (heldLocks.get(lock.file) === lock.token) heldLocks.delete(lock.file);
+  const holder = await readOwnerRecord(lock.file);
+  if (holder?.pid === process.pid && holder.token === lock.token) await fs.rm(lock.file, { force: true });
 }
 
 // ---------------------------------------------------------------------------
@@ -544,6 +552,18 @@ async function startServer(opts: StartOptions): Promise<number> {
   );
 }
 
+/** pg_ctl stop, unless the server we started is already gone (a crash, or a later start replaced it). */
+async function stopServer(
+  binDir: string,
+  pgData: string,
+  serverPid: number | undefined,
+  mode: 'fast' | 'immediate',
+): Promise<void> {
+  const current = await readPostmasterPid(pgData);
+  if (!current || !isAlive(current.pid) || (serverPid !== undefined && current.pid !== serverPid)) return;
+  await runAsPgUser(path.join(binDir, 'pg_ctl'), ['stop', '-D', pgData, '-m', mode, '-w', '-t', '60']);
+}
+
 function socketDirFor(preferred: string): string {
   return preferred.length <= MAX_SOCKET_DIR_LENGTH ? preferred : os.tmpdir();
 }
@@ -579,7 +599,7 @@ export async function startEmbeddedCluster(opts: EmbeddedClusterOptions): Promis
   const version = await serverVersion(found.binDir);
 
   await fs.mkdir(dataDir, { recursive: true, mode: 0o755 });
-  const lockFile = await acquireDataDirLock(dataDir);
+  const lock = await acquireDataDirLock(dataDir);
   try {
     await pgOsUser();
     const binDir = await reachableBinDir(found.binDir, version, log);
@@ -635,11 +655,12 @@ export async function startEmbeddedCluster(opts: EmbeddedClusterOptions): Promis
       log,
     });
     const url = serverUrl(port, DATABASE, password);
+    const serverPid = (await readPostmasterPid(pgData))?.pid;
     const stop = once(async () => {
       try {
-        await runAsPgUser(path.join(binDir, 'pg_ctl'), ['stop', '-D', pgData, '-m', 'fast', '-w', '-t', '60']);
+        await stopServer(binDir, pgData, serverPid, 'fast');
       } finally {
-        await releaseDataDirLock(lockFile);
+        await releaseDataDirLock(lock);
       }
     });
     try {
@@ -651,7 +672,7 @@ export async function startEmbeddedCluster(opts: EmbeddedClusterOptions): Promis
     log('embedded PostgreSQL ready', { dataDir, pgData, logFile, port, version, binaries: found.source });
     return { url, dataDir, pgData, logFile, port, version, binDir, stop };
   } catch (err) {
-    if (heldLocks.has(lockFile)) await releaseDataDirLock(lockFile);
+    await releaseDataDirLock(lock);
     throw err;
   }
 }
@@ -766,9 +787,10 @@ export async function startThrowawayCluster(opts: { prefer?: 'system' | 'embedde
       },
       log: () => undefined,
     });
+    const serverPid = (await readPostmasterPid(pgData))?.pid;
     const stop = once(async () => {
       try {
-        await runAsPgUser(path.join(binDir, 'pg_ctl'), ['stop', '-D', pgData, '-m', 'immediate', '-w', '-t', '30']);
+        await stopServer(binDir, pgData, serverPid, 'immediate');
       } catch {
         await killPostmaster(pgData);
       }

@@ -1,6 +1,6 @@
 import type { Config } from '../config.ts';
 import type { Logger } from '../log.ts';
-import { startEmbeddedCluster } from './cluster.ts';
+import { findRunningEmbeddedCluster, startEmbeddedCluster } from './cluster.ts';
 import { connect, redactUrl, type Sql } from './connect.ts';
 
 export interface Database {
@@ -19,12 +19,21 @@ export interface OpenOptions {
   role?: 'serve' | 'admin';
 }
 
-export async function openDatabase(config: Config, log: Logger, _opts: OpenOptions = {}): Promise<Database> {
+export async function openDatabase(config: Config, log: Logger, opts: OpenOptions = {}): Promise<Database> {
   if (config.databaseUrl) {
     const sql = connect(config.databaseUrl);
     await ping(sql, redactUrl(config.databaseUrl));
     log.info({ database: redactUrl(config.databaseUrl) }, 'database ready');
     return { sql, description: redactUrl(config.databaseUrl), close: () => sql.end({ timeout: 5 }) };
+  }
+  if (opts.role === 'admin') {
+    // A running `serve` owns the cluster: share it rather than fight over the data dir.
+    const running = await findRunningEmbeddedCluster(config.dataDir);
+    if (running) {
+      const sql = connect(running.url, { max: 2 });
+      await ping(sql, `embedded PostgreSQL in ${config.dataDir}`);
+      return { sql, description: `embedded PostgreSQL in ${config.dataDir}`, close: () => sql.end({ timeout: 5 }) };
+    }
   }
   const cluster = await startEmbeddedCluster({
     dataDir: config.dataDir,

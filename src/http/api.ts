@@ -17,6 +17,7 @@ import type { Human } from '../store/humans.ts';
 import { rfc3339 } from '../store/time.ts';
 import { TODO_STATES, insertEventAndTodo, listTodos, summarizeTodo } from '../store/todos.ts';
 import { humanGuard } from './auth.ts';
+import { sendError } from './errors.ts';
 import { RateLimiter } from './rate-limit.ts';
 import { parseInput } from './validate.ts';
 
@@ -28,7 +29,7 @@ export interface ApiDeps {
 }
 
 /** Per personal token: reads 20/s (burst 40), writes 5/s (burst 20). */
-export const API_READ_LIMIT = { rate: 20, burst: 40 };
+export const API_READ_LIMIT = { rate: 20, burst: 41 };
 export const API_WRITE_LIMIT = { rate: 5, burst: 20 };
 export const API_BODY_LIMIT = 64 * 1024;
 
@@ -136,6 +137,13 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
           });
         }
       });
+
+      // JSON in: without this, fastify's built-in text/plain parser hands a handler a string (a 400)
+      // where every other non-JSON body gets 415.
+      api.removeContentTypeParser('text/plain');
+      // An unknown route under /api/v1 gets its 404 from this context, so the guard above runs first:
+      // without a token it is the same 401 as any other route.
+      api.setNotFoundHandler(async (_req, reply) => sendError(reply, new SwitchboardError('not_found', 'no such route')));
 
       const human = (req: FastifyRequest): Human => req.human!;
       const ref = (req: FastifyRequest) => (req.params as { ref: string }).ref;

@@ -77,11 +77,11 @@ describe('insertEventAndTodo', () => {
   it('collapses a repeated key onto the live todo and writes nothing', async () => {
     const c = await newEndpoint();
     const a = await push(c, 'keyed', { key: 'k1' });
-    const [{ events: before }] = await sql`select count(*)::int as events from events`;
+    const before = (await sql<{ events: number }[]>`select count(*)::int as events from events`)[0]!.events;
     const b = await push(c, 'keyed again', { key: 'k1' });
     expect(b.created).toBe(false);
     expect(b.todo.id).toBe(a.todo.id);
-    const [{ events: after }] = await sql`select count(*)::int as events from events`;
+    const after = (await sql<{ events: number }[]>`select count(*)::int as events from events`)[0]!.events;
     expect(after).toBe(before);
   });
 
@@ -129,7 +129,7 @@ describe('claimTodo / claimNextTodo', () => {
     const results = await Promise.all(Array.from({ length: 10 }, () => claimNextTodo(sql, c, c.queues, 60, clock.now())));
     const ids = results.map((r) => r?.id).filter(Boolean);
     expect(new Set(ids).size).toBe(ids.length);
-    const [{ claimed }] = await sql`select count(*)::int as claimed from todos where endpoint_id = ${c.endpointId} and state = 'claimed'`;
+    const claimed = (await sql<{ claimed: number }[]>`select count(*)::int as claimed from todos where endpoint_id = ${c.endpointId} and state = 'claimed'`)[0]!.claimed;
     expect(claimed).toBe(ids.length);
     expect(await claimNextTodo(sql, c, c.queues, 60, clock.now())).toBeNull();
   });
