@@ -29,7 +29,7 @@ export interface ApiDeps {
 }
 
 /** Per personal token: reads 20/s (burst 40), writes 5/s (burst 20). */
-export const API_READ_LIMIT = { rate: 20, burst: 41 };
+export const API_READ_LIMIT = { rate: 20, burst: 40 };
 export const API_WRITE_LIMIT = { rate: 5, burst: 20 };
 export const API_BODY_LIMIT = 64 * 1024;
 
@@ -106,7 +106,7 @@ function validateTitle(raw: string): string {
 function resolvePushQueue(endpoint: Endpoint, requested: string | undefined): string {
   if (requested === undefined) {
     if (endpoint.scope_queues.length === 1) return endpoint.scope_queues[0]!;
-    throw invalidArgument('queue', `is required: endpoint ${endpoint.slug} has queues ${endpoint.scope_queues.join(', ')}`);
+    throw invalidArgument('queue', `required, because endpoint ${endpoint.slug} has several queues (${endpoint.scope_queues.join(', ')})`);
   }
   validateQueueName('queue', requested);
   if (!endpoint.scope_queues.includes(requested)) {
@@ -188,7 +188,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
             source: 'operator',
             family: 'operator',
             trustMode: 'operator',
-            verified: true,
+            verified: false,
             verifyDetail: `operator-authored over /api/v1 by ${describeHuman(h)}`,
             externalId: body.key ?? null,
           },
