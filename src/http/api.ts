@@ -19,7 +19,7 @@ import { TODO_STATES, insertEventAndTodo, listTodos, summarizeTodo } from '../st
 import { humanGuard } from './auth.ts';
 import { sendError } from './errors.ts';
 import { RateLimiter } from './rate-limit.ts';
-import { parseInput } from './validate.ts';
+import { parseInput } from '../validate.ts';
 
 export interface ApiDeps {
   sql: Sql;
@@ -188,7 +188,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
             source: 'operator',
             family: 'operator',
             trustMode: 'operator',
-            verified: false,
+            verified: true,
             verifyDetail: `operator-authored over /api/v1 by ${describeHuman(h)}`,
             externalId: body.key ?? null,
           },

@@ -126,7 +126,7 @@ export async function revokeOwnEndpoint(
       where id = ${current.id} and state = 'active' returning id`;
     if (!updated) throw conflict(`endpoint ${current.slug} is already revoked`, { slug: current.slug, state: current.state });
     const dead = await tx`
-      update todos set state = 'failed', owner = null, lease_expires_at = null, next_retry_at = null,
+      update todos set state = 'failed', owner = null, lease_expires_at = null, lease_token_hash = null, next_retry_at = null,
         result = ${tx.json({ error: 'endpoint_revoked', detail: `endpoint ${current.slug} was revoked` })},
         completed_at = ${now}, updated_at = ${now}
       where endpoint_id = ${current.id}
@@ -142,10 +142,17 @@ export async function revokeOwnEndpoint(
  */
 export async function authenticateEndpointCredentialUnscoped(sql: Sql, presented: string, now: Date): Promise<Endpoint | null> {
   if (!presented.startsWith(ENDPOINT_CREDENTIAL_PREFIX)) return null;
+  // last_seen_at moves at most once a minute, so a busy agent does not write on every request.
   const [row] = await sql<Endpoint[]>`
-    update endpoints e set last_seen_at = ${now}
-    from agents a
-    where a.id = e.agent_id and e.credential_hash = ${hashSecret(presented)} and e.state = 'active'
-    returning ${endpointColumns(sql)}`;
+    with hit as (
+      select e.id from endpoints e where e.credential_hash = ${hashSecret(presented)} and e.state = 'active'
+    ), stamp as (
+      update endpoints set last_seen_at = ${now}
+      where id = (select id from hit)
+        and (last_seen_at is null or last_seen_at < ${now}::timestamptz - interval '60 seconds')
+      returning id, last_seen_at
+    )
+    select ${endpointColumns(sql)}, coalesce((select last_seen_at from stamp), e.last_seen_at) as last_seen_at
+    from endpoints e join agents a on a.id = e.agent_id where e.id = (select id from hit)`;
   return row ?? null;
 }

@@ -34,6 +34,8 @@ export interface TodoRow {
   last_ringed_at: Date | null;
   ring_attempts: number;
   synthetic: boolean;
+  claimed_session_id: string | null;
+  lease_token_hash: string | null;
 }
 
 /** The compact wire form: everything a listing needs, never the payload. */
@@ -194,6 +196,8 @@ export interface Caller {
   /** `agent:<agent_id>`: every session of one agent acts as the same owner. */
   owner: string;
   queues: readonly string[];
+  /** The MCP session acting, recorded on the claims it makes. */
+  sessionId?: string | null;
 }
 
 const todoNotFound = (id: string) => notFound(`no todo ${id} on this endpoint`);
@@ -213,15 +217,27 @@ const claimable = (sql: Sql | TxSql, owner: string, now: Date) => sql`
        or (state = 'claimed' and lease_expires_at < ${now} and attempt < max_attempts)
        or (state = 'failed' and next_retry_at is not null and next_retry_at <= ${now} and attempt < max_attempts))`;
 
-const claimSet = (sql: Sql | TxSql, owner: string, now: Date, lease: number) => sql`
-  state = 'claimed', owner = ${owner},
+const claimSet = (sql: Sql | TxSql, caller: Caller, now: Date, lease: number, leaseTokenHash: string | null) => sql`
+  state = 'claimed', owner = ${caller.owner},
+  claimed_session_id = ${caller.sessionId ?? null}, lease_token_hash = ${leaseTokenHash},
   lease_expires_at = ${now}::timestamptz + make_interval(secs => ${lease}),
   attempt = attempt + 1, claimed_at = ${now}, next_retry_at = null, updated_at = ${now}`;
 
-export async function claimTodo(sql: Sql, caller: Caller, id: string, leaseSecs: number, now: Date): Promise<TodoRow> {
+/**
+ * Claims one todo by id. With `leaseTokenHash` the claim is fenced: every later transition must
+ * present the token whose hash this is.
+ */
+export async function claimTodo(
+  sql: Sql,
+  caller: Caller,
+  id: string,
+  leaseSecs: number,
+  now: Date,
+  leaseTokenHash: string | null = null,
+): Promise<TodoRow> {
   await requireTarget(sql, caller, id);
   const [row] = await sql<TodoRow[]>`
-    update todos set ${claimSet(sql, caller.owner, now, leaseSecs)}
+    update todos set ${claimSet(sql, caller, now, leaseSecs, leaseTokenHash)}
     where id = ${id} and endpoint_id = ${caller.endpointId} and not synthetic and ${claimable(sql, caller.owner, now)}
     returning *, event_id::text as event_id`;
   if (!row) throw conflict(`todo ${id} is not claimable (claimed by someone else, finished, or waiting for its retry)`);
@@ -235,6 +251,7 @@ export async function claimNextTodo(
   queues: readonly string[],
   leaseSecs: number,
   now: Date,
+  leaseTokenHash: string | null = null,
 ): Promise<TodoRow | null> {
   const [row] = await sql<TodoRow[]>`
     with picked as materialized (
@@ -246,75 +263,116 @@ export async function claimNextTodo(
       limit 1
       for update skip locked
     )
-    update todos t set ${claimSet(sql, caller.owner, now, leaseSecs)}
+    update todos t set ${claimSet(sql, caller, now, leaseSecs, leaseTokenHash)}
     from picked where t.id = picked.id
     returning t.*, t.event_id::text as event_id`;
   return row ?? null;
 }
 
-/** Shared shape of heartbeat/complete/fail/release: the caller must hold the live claim. */
+/**
+ * Shared shape of heartbeat/complete/fail/release: the caller must hold the live claim, and a
+ * fenced claim also needs its lease token (an unfenced one must be given none).
+ */
 async function transitionHeld(
   sql: Sql,
   caller: Caller,
   id: string,
   set: ReturnType<Sql>,
   what: string,
+  leaseTokenHash: string | null,
 ): Promise<TodoRow> {
   await requireTarget(sql, caller, id);
   const [row] = await sql<TodoRow[]>`
     update todos set ${set}
     where id = ${id} and endpoint_id = ${caller.endpointId} and state = 'claimed' and owner = ${caller.owner}
+      and lease_token_hash is not distinct from ${leaseTokenHash}
     returning *, event_id::text as event_id`;
-  if (!row) throw conflict(`cannot ${what} todo ${id}: this endpoint does not hold its claim`);
-  return row;
+  if (row) return row;
+  const current = await getTodo(sql, caller.endpointId, id);
+  if (current?.state === 'claimed' && current.owner === caller.owner) {
+    throw conflict(
+      current.lease_token_hash
+        ? `cannot ${what} todo ${id}: its claim is fenced and lease_token is missing or wrong`
+        : `cannot ${what} todo ${id}: its claim is not fenced, so pass no lease_token`,
+    );
+  }
+  throw conflict(`cannot ${what} todo ${id}: this endpoint does not hold its claim`);
 }
 
-export function heartbeatTodo(sql: Sql, caller: Caller, id: string, leaseSecs: number, now: Date): Promise<TodoRow> {
+/** Columns cleared whenever a todo leaves the claimed state. */
+const unclaimSet = (sql: Sql | TxSql) => sql`lease_expires_at = null, lease_token_hash = null`;
+
+export function heartbeatTodo(
+  sql: Sql,
+  caller: Caller,
+  id: string,
+  leaseSecs: number,
+  now: Date,
+  leaseTokenHash: string | null = null,
+): Promise<TodoRow> {
   return transitionHeld(
     sql,
     caller,
     id,
     sql`lease_expires_at = ${now}::timestamptz + make_interval(secs => ${leaseSecs}), updated_at = ${now}`,
     'heartbeat',
+    leaseTokenHash,
   );
 }
 
-export function completeTodo(sql: Sql, caller: Caller, id: string, result: unknown, now: Date): Promise<TodoRow> {
+export function completeTodo(
+  sql: Sql,
+  caller: Caller,
+  id: string,
+  result: unknown,
+  now: Date,
+  leaseTokenHash: string | null = null,
+): Promise<TodoRow> {
   return transitionHeld(
     sql,
     caller,
     id,
     sql`state = 'done', result = ${result === undefined ? null : sql.json(result as never)},
-        lease_expires_at = null, completed_at = ${now}, updated_at = ${now}`,
+        ${unclaimSet(sql)}, completed_at = ${now}, updated_at = ${now}`,
     'complete',
+    leaseTokenHash,
   );
 }
 
 /** Below the attempt cap the todo waits out its backoff; at the cap it is a dead letter. */
-export function failTodo(sql: Sql, caller: Caller, id: string, result: unknown, now: Date): Promise<TodoRow> {
+export function failTodo(
+  sql: Sql,
+  caller: Caller,
+  id: string,
+  result: unknown,
+  now: Date,
+  leaseTokenHash: string | null = null,
+): Promise<TodoRow> {
   // The backoff schedule is decided in lifecycle.ts; SQL indexes it by the attempt that failed.
   const table = sql.array(Array.from({ length: 32 }, (_, i) => retryBackoffSeconds(i + 1)));
   return transitionHeld(
     sql,
     caller,
     id,
-    sql`state = 'failed', result = ${result === undefined ? null : sql.json(result as never)}, lease_expires_at = null,
+    sql`state = 'failed', result = ${result === undefined ? null : sql.json(result as never)}, ${unclaimSet(sql)},
         next_retry_at = case when attempt >= max_attempts then null
           else ${now}::timestamptz + make_interval(secs => (${table}::int[])[least(greatest(attempt, 1), 32)]) end,
         completed_at = case when attempt >= max_attempts then ${now}::timestamptz else null end,
         updated_at = ${now}`,
     'fail',
+    leaseTokenHash,
   );
 }
 
 /** Hands the todo back to the queue; the claim's attempt stays spent. */
-export function releaseTodo(sql: Sql, caller: Caller, id: string, now: Date): Promise<TodoRow> {
+export function releaseTodo(sql: Sql, caller: Caller, id: string, now: Date, leaseTokenHash: string | null = null): Promise<TodoRow> {
   return transitionHeld(
     sql,
     caller,
     id,
-    sql`state = 'pending', owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${now}`,
+    sql`state = 'pending', owner = null, ${unclaimSet(sql)}, claimed_at = null, updated_at = ${now}`,
     'release',
+    leaseTokenHash,
   );
 }
 
@@ -344,7 +402,7 @@ export async function reapExpiredLeasesUnscoped(sql: Sql, now: Date, limit = 100
       result = case when t.attempt < t.max_attempts then t.result
                     else ${sql.json({ error: 'lease_expired', detail: 'lease expired on the last attempt' })} end,
       completed_at = case when t.attempt < t.max_attempts then null else ${now}::timestamptz end,
-      owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${now}
+      owner = null, ${unclaimSet(sql)}, claimed_at = null, updated_at = ${now}
     from expired where t.id = expired.id
     returning t.id, t.endpoint_id, t.queue, t.state`;
 }

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { invalidArgument } from '../errors.ts';
+import { invalidArgument } from './errors.ts';
 
 /** Parses input with a zod schema; the first problem becomes invalid_argument naming its field. */
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown, root = 'body'): z.infer<S> {
