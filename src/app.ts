@@ -7,7 +7,10 @@ import { openDatabase, type Database } from './db/open.ts';
 import { buildServer } from './http/server.ts';
 import { createLogger, type Logger } from './log.ts';
 import { runEvery } from './loops.ts';
+import { SessionRegistry } from './mcp/sessions.ts';
 import { REAPER_INTERVAL_MS, reapOnce } from './reaper.ts';
+import { inactiveEndpointIdsUnscoped } from './store/endpoints.ts';
+import { listenForWakeups } from './wakeups.ts';
 import { VERSION } from './version.ts';
 
 export interface App {
@@ -16,7 +19,17 @@ export interface App {
   baseUrl: string;
   sql: Sql;
   server: FastifyInstance;
+  sessions: SessionRegistry;
   stop(): Promise<void>;
+}
+
+export const SESSION_JANITOR_INTERVAL_MS = 60_000;
+
+/** Loopback listeners only answer MCP requests whose Host is loopback or the public base URL's. */
+function allowedHostsFor(config: Config): string[] | undefined {
+  const loopback = ['127.0.0.1', 'localhost', '::1'];
+  if (!loopback.includes(config.listenHost)) return undefined;
+  return [...loopback, new URL(config.baseUrl).hostname.replace(/^\[|\]$/g, '').toLowerCase()];
 }
 
 export interface AppOptions {
@@ -37,11 +50,32 @@ export async function startApp(opts: AppOptions): Promise<App> {
   const shutdown = new AbortController();
   const loops: Promise<void>[] = [];
   let server: FastifyInstance | undefined;
+  const sessions = new SessionRegistry(clock);
+  let wakeups: { stop(): Promise<void> } | undefined;
 
   try {
     await migrate(sql, { onApply: (file) => log.info({ file }, 'migration applied') });
     let baseUrl = config.baseUrl;
-    server = buildServer({ sql, clock, log, baseUrl: () => baseUrl });
+    server = buildServer({ sql, clock, log, baseUrl: () => baseUrl, sessions, allowedHosts: allowedHostsFor(config) });
+    wakeups = await listenForWakeups(
+      sql,
+      {
+        endpoint_revoked: {
+          onNotify: (endpointId) => {
+            const closed = sessions.closeEndpoint(endpointId, 'endpoint revoked');
+            if (closed) log.info({ endpoint_id: endpointId, sessions: closed }, 'closed sessions of a revoked endpoint');
+          },
+          // After a reconnect, revocations may have been missed: check every endpoint we hold sessions for.
+          onListen: () => {
+            const held = [...new Set(sessions.all().map((s) => s.endpoint.id))];
+            inactiveEndpointIdsUnscoped(sql, held)
+              .then((ids) => ids.forEach((id) => sessions.closeEndpoint(id, 'endpoint revoked')))
+              .catch((err: unknown) => log.warn({ err: (err as Error).message }, 'revocation catch-up failed'));
+          },
+        },
+      },
+      log,
+    );
     await server.listen({ host: config.listenHost, port: config.listenPort });
     const addr = server.server.address();
     const port = typeof addr === 'object' && addr ? addr.port : config.listenPort;
@@ -51,6 +85,9 @@ export async function startApp(opts: AppOptions): Promise<App> {
 
     if (opts.loops !== false) {
       loops.push(runEvery('reaper', REAPER_INTERVAL_MS, () => reapOnce({ sql, clock, log }), { signal: shutdown.signal, log, runNow: true }));
+      loops.push(
+        runEvery('session-janitor', SESSION_JANITOR_INTERVAL_MS, async () => sessions.expireIdle(), { signal: shutdown.signal, log }),
+      );
     }
     log.info({ addr: url, base_url: baseUrl, version: VERSION, database: db.description }, 'switchboard listening');
 
@@ -63,9 +100,13 @@ export async function startApp(opts: AppOptions): Promise<App> {
       },
       sql,
       server: running,
+      sessions,
       stop() {
         stopping ??= (async () => {
           shutdown.abort();
+          // Open streams would hold the HTTP server open: end them first.
+          sessions.closeAll('server shutting down');
+          await wakeups?.stop();
           await running.close();
           await Promise.all(loops);
           await db.close();
@@ -76,6 +117,8 @@ export async function startApp(opts: AppOptions): Promise<App> {
     };
   } catch (err) {
     shutdown.abort();
+    sessions.closeAll('startup failed');
+    await wakeups?.stop().catch(() => {});
     await server?.close().catch(() => {});
     await db.close().catch(() => {});
     throw err;

@@ -11,7 +11,8 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, root 
   if (issue.code === 'unrecognized_keys') {
     const keys = (issue as { keys: string[] }).keys;
     field = [...issue.path.map(String), keys[0]].join('.');
-    message = `unknown field${keys.length > 1 ? 's' : ''} ${keys.map((k) => JSON.stringify(k)).join(', ')}`;
+    const noun = root === 'arguments' ? 'argument' : 'field';
+    message = `unknown ${noun}${keys.length > 1 ? 's' : ''} ${keys.map((k) => JSON.stringify(k)).join(', ')}`;
   }
   throw invalidArgument(field, message);
 }

@@ -3,6 +3,9 @@ import type { Clock } from '../clock.ts';
 import type { Sql } from '../db/connect.ts';
 import { SwitchboardError, isSwitchboardError } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { registerMcp } from '../mcp/transport.ts';
+import type { SessionRegistry } from '../mcp/sessions.ts';
+import type { BucketPolicy } from './rate-limit.ts';
 import { VERSION } from '../version.ts';
 import { API_BODY_LIMIT, registerApi } from './api.ts';
 import { fromFastifyError, sendError } from './errors.ts';
@@ -12,6 +15,10 @@ export interface ServerDeps {
   clock: Clock;
   log: Logger;
   baseUrl: () => string;
+  sessions: SessionRegistry;
+  /** Hostnames the MCP routes accept in Host when listening on loopback (DNS-rebinding guard). */
+  allowedHosts?: readonly string[];
+  mcpLimits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
 }
 
 const SECURITY_HEADERS: Record<string, string> = {
@@ -66,6 +73,14 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
   });
 
   registerApi(app, { sql: deps.sql, clock: deps.clock, baseUrl: deps.baseUrl });
+  registerMcp(app, {
+    sql: deps.sql,
+    clock: deps.clock,
+    log: deps.log,
+    sessions: deps.sessions,
+    allowedHosts: deps.allowedHosts,
+    limits: deps.mcpLimits,
+  });
   return app;
 }
 

@@ -156,3 +156,11 @@ export async function authenticateEndpointCredentialUnscoped(sql: Sql, presented
     from endpoints e join agents a on a.id = e.agent_id where e.id = (select id from hit)`;
   return row ?? null;
 }
+
+/** Of the given endpoint ids, those no longer active (for catching up on missed revocations). */
+export async function inactiveEndpointIdsUnscoped(sql: Sql, ids: readonly string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const rows = await sql<{ id: string }[]>`
+    select id from endpoints where id = any(${sql.array([...ids])}::uuid[]) and state <> 'active'`;
+  return rows.map((r) => r.id);
+}

@@ -1,0 +1,68 @@
+import { z } from 'zod';
+import type { Clock } from '../clock.ts';
+import type { Sql } from '../db/connect.ts';
+import { SwitchboardError, isSwitchboardError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { parseInput } from '../validate.ts';
+import type { Session } from './sessions.ts';
+
+export interface ToolContext {
+  sql: Sql;
+  clock: Clock;
+  log: Logger;
+  session: Session;
+}
+
+export interface Tool<S extends z.ZodType = z.ZodType> {
+  name: string;
+  description: string;
+  input: S;
+  run(ctx: ToolContext, args: z.infer<S>): Promise<unknown>;
+}
+
+/** Helper so each tool's `run` sees its own argument type. */
+export const defineTool = <S extends z.ZodType>(tool: Tool<S>): Tool => tool as unknown as Tool;
+
+export interface ToolResult {
+  content: { type: 'text'; text: string }[];
+  structuredContent?: Record<string, unknown>;
+  isError?: boolean;
+}
+
+const jsonSchemaCache = new WeakMap<Tool, Record<string, unknown>>();
+
+/** The tools/list entry: name, description and the input's JSON Schema. */
+export function describeTool(tool: Tool): { name: string; description: string; inputSchema: Record<string, unknown> } {
+  let schema = jsonSchemaCache.get(tool);
+  if (!schema) {
+    const { $schema: _drop, ...rest } = z.toJSONSchema(tool.input, { io: 'input' }) as Record<string, unknown>;
+    schema = rest;
+    jsonSchemaCache.set(tool, schema);
+  }
+  return { name: tool.name, description: tool.description, inputSchema: schema };
+}
+
+export function toolSuccess(value: unknown): ToolResult {
+  const structured = (value && typeof value === 'object' && !Array.isArray(value) ? value : { value }) as Record<string, unknown>;
+  return { content: [{ type: 'text', text: JSON.stringify(value) }], structuredContent: structured };
+}
+
+export function toolError(err: SwitchboardError): ToolResult {
+  return {
+    content: [{ type: 'text', text: `${err.code}: ${err.message}` }],
+    structuredContent: { error: { code: err.code, message: err.message, ...err.details } },
+    isError: true,
+  };
+}
+
+/** Runs a tool: arguments validated strictly, typed errors become tool errors with their code. */
+export async function callTool(tool: Tool, ctx: ToolContext, rawArgs: unknown): Promise<ToolResult> {
+  try {
+    const args = parseInput(tool.input, rawArgs ?? {}, 'arguments');
+    return toolSuccess(await tool.run(ctx, args));
+  } catch (err) {
+    if (isSwitchboardError(err)) return toolError(err);
+    ctx.log.error({ err: (err as Error).message, tool: tool.name, slug: ctx.session.endpoint.slug }, 'tool failed');
+    return toolError(new SwitchboardError('internal', 'internal error'));
+  }
+}

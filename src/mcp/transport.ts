@@ -1,0 +1,218 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Clock } from '../clock.ts';
+import type { Sql } from '../db/connect.ts';
+import { RateLimiter, type BucketPolicy } from '../http/rate-limit.ts';
+import type { Logger } from '../log.ts';
+import { authenticateEndpointCredentialUnscoped } from '../store/endpoints.ts';
+import {
+  INTERNAL_ERROR,
+  INVALID_REQUEST,
+  PARSE_ERROR,
+  SESSION_NOT_FOUND,
+  TRANSPORT_ERROR,
+  classify,
+  rpcError,
+  rpcResult,
+  type JsonRpcResponse,
+} from './jsonrpc.ts';
+import { neutralizeText } from './neutralize.ts';
+import {
+  handleSessionRequest,
+  initializeResult,
+  isSupportedProtocolVersion,
+  negotiateProtocolVersion,
+} from './protocol.ts';
+import type { Session, SessionEndpoint, SessionRegistry } from './sessions.ts';
+
+export const MCP_BODY_LIMIT = 1024 * 1024;
+/** Before authentication, per client address. */
+export const MCP_IP_LIMIT: BucketPolicy = { rate: 50, burst: 100 };
+/** After authentication, per endpoint: POSTs and stream (re)establishment alike. */
+export const MCP_ENDPOINT_LIMIT: BucketPolicy = { rate: 20, burst: 40 };
+export const MCP_REALM = 'Bearer realm="switchboard"';
+
+export interface McpDeps {
+  sql: Sql;
+  clock: Clock;
+  log: Logger;
+  sessions: SessionRegistry;
+  /** Hostnames a loopback listener accepts in Host (the DNS-rebinding guard); undefined disables it. */
+  allowedHosts?: readonly string[];
+  limits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    mcpEndpoint?: SessionEndpoint;
+  }
+}
+
+/** A transport-level refusal: an HTTP status with a JSON-RPC error body. */
+class TransportRefusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly rpcCode: number,
+    message: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+function sendRpc(reply: FastifyReply, status: number, body: JsonRpcResponse, headers: Record<string, string> = {}): FastifyReply {
+  for (const [k, v] of Object.entries(headers)) reply.header(k, v);
+  return reply.code(status).type('application/json').send(body);
+}
+
+function headerValue(req: FastifyRequest, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function accepts(req: FastifyRequest, type: string): boolean {
+  const accept = headerValue(req, 'accept') ?? '';
+  return accept
+    .split(',')
+    .map((p) => p.split(';')[0]!.trim().toLowerCase())
+    .some((t) => t === type || t === '*/*');
+}
+
+function bearer(req: FastifyRequest): string | null {
+  const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(headerValue(req, 'authorization') ?? '');
+  return m ? m[1]! : null;
+}
+
+/** Streamable HTTP at /mcp/{slug}: POST for JSON-RPC, GET for the notification stream, DELETE to end. */
+export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
+  const { sessions, log } = deps;
+  const ipLimiter = new RateLimiter(deps.limits?.ip ?? MCP_IP_LIMIT, deps.clock);
+  const endpointLimiter = new RateLimiter(deps.limits?.endpoint ?? MCP_ENDPOINT_LIMIT, deps.clock);
+
+  app.register(async (mcp) => {
+    // Bodies arrive raw so a bad one becomes a JSON-RPC parse error, not an HTTP API envelope.
+    mcp.removeAllContentTypeParsers();
+    mcp.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: MCP_BODY_LIMIT }, (_req, body, done) => done(null, body));
+
+    mcp.setErrorHandler(async (err, req, reply) => {
+      if (err instanceof TransportRefusal) return sendRpc(reply, err.status, rpcError(null, err.rpcCode, err.message), err.headers);
+      const e = err as { code?: string; statusCode?: number; message: string };
+      if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || e.statusCode === 413) {
+        return sendRpc(reply, 413, rpcError(null, TRANSPORT_ERROR, `Payload Too Large: the body limit is ${MCP_BODY_LIMIT} bytes`));
+      }
+      log.error({ err: e.message, method: req.method }, 'mcp request failed');
+      return sendRpc(reply, 500, rpcError(null, INTERNAL_ERROR, 'Internal error'));
+    });
+
+    mcp.addHook('onRequest', async (req) => {
+      if (deps.allowedHosts) {
+        const host = (headerValue(req, 'host') ?? '').replace(/:\d+$/, '').replace(/^\[|\]$/g, '').toLowerCase();
+        if (!deps.allowedHosts.includes(host)) throw new TransportRefusal(403, TRANSPORT_ERROR, `Forbidden: Host ${JSON.stringify(host)} is not served here`);
+      }
+      const ipWait = ipLimiter.take(req.ip);
+      if (ipWait > 0) throw new TransportRefusal(429, TRANSPORT_ERROR, 'Too Many Requests', { 'retry-after': String(ipWait) });
+
+      const token = bearer(req);
+      const endpoint = token ? await authenticateEndpointCredentialUnscoped(deps.sql, token, deps.clock.now()) : null;
+      const slug = (req.params as { slug?: string }).slug;
+      if (!endpoint || endpoint.slug !== slug) {
+        throw new TransportRefusal(401, TRANSPORT_ERROR, 'Unauthorized: a valid endpoint credential (sbk_...) for this URL is required', {
+          'www-authenticate': MCP_REALM,
+        });
+      }
+      const wait = endpointLimiter.take(endpoint.id);
+      if (wait > 0) throw new TransportRefusal(429, TRANSPORT_ERROR, 'Too Many Requests', { 'retry-after': String(wait) });
+      req.mcpEndpoint = {
+        id: endpoint.id,
+        slug: endpoint.slug,
+        agentId: endpoint.agent_id,
+        queues: endpoint.scope_queues,
+        verbs: endpoint.scope_verbs,
+      };
+    });
+
+    /** The session named by Mcp-Session-Id, bound to the authenticated endpoint. */
+    const requireSession = (req: FastifyRequest): Session => {
+      const sid = headerValue(req, 'mcp-session-id');
+      if (!sid) throw new TransportRefusal(400, TRANSPORT_ERROR, 'Bad Request: Mcp-Session-Id header is required');
+      const session = sessions.get(sid, req.mcpEndpoint!.id);
+      if (!session) throw new TransportRefusal(404, SESSION_NOT_FOUND, 'Session not found');
+      const version = headerValue(req, 'mcp-protocol-version');
+      if (version !== undefined && !isSupportedProtocolVersion(version)) {
+        throw new TransportRefusal(400, TRANSPORT_ERROR, `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(version)}`);
+      }
+      return session;
+    };
+
+    mcp.post('/mcp/:slug', async (req, reply) => {
+      const contentType = (headerValue(req, 'content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+      if (contentType !== 'application/json') {
+        throw new TransportRefusal(415, TRANSPORT_ERROR, 'Unsupported Media Type: Content-Type must be application/json');
+      }
+      if (!accepts(req, 'application/json') || !accepts(req, 'text/event-stream')) {
+        throw new TransportRefusal(406, TRANSPORT_ERROR, 'Not Acceptable: Accept must include application/json and text/event-stream');
+      }
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse((req.body as Buffer | undefined)?.toString('utf8') ?? '');
+      } catch {
+        return sendRpc(reply, 400, rpcError(null, PARSE_ERROR, 'Parse error: the body is not valid JSON'));
+      }
+      if (Array.isArray(parsed)) return sendRpc(reply, 400, rpcError(null, INVALID_REQUEST, 'Invalid Request: batches are not supported'));
+      const incoming = classify(parsed);
+      if (incoming.kind === 'invalid') return sendRpc(reply, 400, rpcError(incoming.id, INVALID_REQUEST, `Invalid Request: ${incoming.reason}`));
+
+      if (incoming.kind === 'request' && incoming.message.method === 'initialize') {
+        if (headerValue(req, 'mcp-session-id')) {
+          return sendRpc(reply, 400, rpcError(incoming.message.id, INVALID_REQUEST, 'Invalid Request: initialize starts a new session; send it without Mcp-Session-Id'));
+        }
+        const params = incoming.message.params ?? {};
+        const info = (params.clientInfo ?? {}) as { name?: unknown; version?: unknown };
+        const version = negotiateProtocolVersion(params.protocolVersion);
+        const session = sessions.create(req.mcpEndpoint!, version, {
+          name: neutralizeText(info.name) || 'unknown',
+          version: neutralizeText(info.version),
+        });
+        log.info({ slug: session.endpoint.slug, session: session.id, client: session.clientInfo, protocol: version }, 'mcp session created');
+        reply.header('mcp-session-id', session.id);
+        return sendRpc(reply, 200, rpcResult(incoming.message.id, initializeResult(version)));
+      }
+
+      const session = requireSession(req);
+      sessions.touch(session);
+      if (incoming.kind !== 'request') {
+        if (incoming.kind === 'notification' && incoming.message.method === 'notifications/initialized') session.initialized = true;
+        return reply.code(202).send();
+      }
+      session.inFlight++;
+      try {
+        return sendRpc(reply, 200, await handleSessionRequest(deps, session, incoming.message));
+      } finally {
+        session.inFlight--;
+        sessions.touch(session);
+      }
+    });
+
+    mcp.get('/mcp/:slug', async (req, reply) => {
+      if (!accepts(req, 'text/event-stream')) {
+        throw new TransportRefusal(406, TRANSPORT_ERROR, 'Not Acceptable: Accept must include text/event-stream');
+      }
+      const session = requireSession(req);
+      reply.hijack();
+      sessions.attachStream(session, reply.raw);
+    });
+
+    mcp.delete('/mcp/:slug', async (req, reply) => {
+      const session = requireSession(req);
+      sessions.close(session, 'deleted by client');
+      return reply.code(204).send();
+    });
+
+    for (const method of ['PUT', 'PATCH', 'OPTIONS'] as const) {
+      mcp.route({
+        method,
+        url: '/mcp/:slug',
+        handler: async (_req, reply) => sendRpc(reply, 405, rpcError(null, TRANSPORT_ERROR, 'Method Not Allowed'), { allow: 'GET, POST, DELETE' }),
+      });
+    }
+  });
+}
