@@ -1,12 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
+import type { BucketPolicy } from './http/rate-limit.ts';
 import type { Sql } from './db/connect.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase, type Database } from './db/open.ts';
 import { buildServer } from './http/server.ts';
 import { createLogger, type Logger } from './log.ts';
 import { runEvery } from './loops.ts';
+import { EndpointCredentials } from './mcp/credentials.ts';
 import { SessionRegistry } from './mcp/sessions.ts';
 import { REAPER_INTERVAL_MS, reapOnce } from './reaper.ts';
 import { inactiveEndpointIdsUnscoped } from './store/endpoints.ts';
@@ -38,6 +40,8 @@ export interface AppOptions {
   log?: Logger;
   /** Background loops (the reaper). Tests turn them off and drive passes by hand. */
   loops?: boolean;
+  /** Overrides the MCP rate limits (benchmarks lift them). */
+  mcpLimits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
 }
 
 /** The composition root: database, migrations, HTTP server and background loops. */
@@ -51,25 +55,41 @@ export async function startApp(opts: AppOptions): Promise<App> {
   const loops: Promise<void>[] = [];
   let server: FastifyInstance | undefined;
   const sessions = new SessionRegistry(clock);
+  const credentials = new EndpointCredentials(sql, clock);
+  /** Forget a revoked endpoint on this instance: its cached credential and its sessions. */
+  const dropEndpoint = (endpointId: string): number => {
+    credentials.invalidateEndpoint(endpointId);
+    return sessions.closeEndpoint(endpointId, 'endpoint revoked');
+  };
   let wakeups: { stop(): Promise<void> } | undefined;
 
   try {
     await migrate(sql, { onApply: (file) => log.info({ file }, 'migration applied') });
     let baseUrl = config.baseUrl;
-    server = buildServer({ sql, clock, log, baseUrl: () => baseUrl, sessions, allowedHosts: allowedHostsFor(config) });
+    server = buildServer({
+      sql,
+      clock,
+      log,
+      baseUrl: () => baseUrl,
+      sessions,
+      credentials,
+      onEndpointRevoked: dropEndpoint,
+      allowedHosts: allowedHostsFor(config),
+      mcpLimits: opts.mcpLimits,
+    });
     wakeups = await listenForWakeups(
       sql,
       {
         endpoint_revoked: {
           onNotify: (endpointId) => {
-            const closed = sessions.closeEndpoint(endpointId, 'endpoint revoked');
+            const closed = dropEndpoint(endpointId);
             if (closed) log.info({ endpoint_id: endpointId, sessions: closed }, 'closed sessions of a revoked endpoint');
           },
           // After a reconnect, revocations may have been missed: check every endpoint we hold sessions for.
           onListen: () => {
             const held = [...new Set(sessions.all().map((s) => s.endpoint.id))];
             inactiveEndpointIdsUnscoped(sql, held)
-              .then((ids) => ids.forEach((id) => sessions.closeEndpoint(id, 'endpoint revoked')))
+              .then((ids) => ids.forEach(dropEndpoint))
               .catch((err: unknown) => log.warn({ err: (err as Error).message }, 'revocation catch-up failed'));
           },
         },

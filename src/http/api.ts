@@ -26,6 +26,8 @@ export interface ApiDeps {
   clock: Clock;
   /** The public base URL; a function because a test server learns its port only after listening. */
   baseUrl: () => string;
+  /** Runs after a revocation commits: this instance drops the endpoint's sessions at once. */
+  onEndpointRevoked?: (endpointId: string) => void;
 }
 
 /** Per personal token: reads 20/s (burst 40), writes 5/s (burst 20). */
@@ -169,6 +171,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
 
       api.post('/endpoints/:ref/revoke', async (req) => {
         const { endpoint, deadLettered } = await revokeOwnEndpoint(sql, human(req).id, ref(req), clock.now());
+        deps.onEndpointRevoked?.(endpoint.id);
         return { ...endpointOut(endpoint, base()), todos_dead_lettered: deadLettered };
       });
 

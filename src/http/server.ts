@@ -4,6 +4,7 @@ import type { Sql } from '../db/connect.ts';
 import { SwitchboardError, isSwitchboardError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { registerMcp } from '../mcp/transport.ts';
+import type { EndpointCredentials } from '../mcp/credentials.ts';
 import type { SessionRegistry } from '../mcp/sessions.ts';
 import type { BucketPolicy } from './rate-limit.ts';
 import { VERSION } from '../version.ts';
@@ -16,6 +17,9 @@ export interface ServerDeps {
   log: Logger;
   baseUrl: () => string;
   sessions: SessionRegistry;
+  credentials: EndpointCredentials;
+  /** Called after this instance revoked an endpoint (other instances learn it by NOTIFY). */
+  onEndpointRevoked: (endpointId: string) => void;
   /** Hostnames the MCP routes accept in Host when listening on loopback (DNS-rebinding guard). */
   allowedHosts?: readonly string[];
   mcpLimits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
@@ -72,12 +76,13 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     return reply.type('text/plain; charset=utf-8').send(`ok ${VERSION}\n`);
   });
 
-  registerApi(app, { sql: deps.sql, clock: deps.clock, baseUrl: deps.baseUrl });
+  registerApi(app, { sql: deps.sql, clock: deps.clock, baseUrl: deps.baseUrl, onEndpointRevoked: deps.onEndpointRevoked });
   registerMcp(app, {
     sql: deps.sql,
     clock: deps.clock,
     log: deps.log,
     sessions: deps.sessions,
+    credentials: deps.credentials,
     allowedHosts: deps.allowedHosts,
     limits: deps.mcpLimits,
   });

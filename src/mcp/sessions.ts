@@ -116,6 +116,9 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
    * half-open socket can never lock a reconnecting client out.
    */
   attachStream(session: Session, res: ServerResponse): void {
+    // The client may have left while the request was being authenticated: its 'close' has already
+    // fired and would never detach the stream, so a dead response must not count as one.
+    if (res.destroyed) return;
     if (session.stream) this.#endStream(session);
     res.writeHead(200, {
       'content-type': 'text/event-stream',

@@ -3,7 +3,6 @@ import type { Clock } from '../clock.ts';
 import type { Sql } from '../db/connect.ts';
 import { RateLimiter, type BucketPolicy } from '../http/rate-limit.ts';
 import type { Logger } from '../log.ts';
-import { authenticateEndpointCredentialUnscoped } from '../store/endpoints.ts';
 import {
   INTERNAL_ERROR,
   INVALID_REQUEST,
@@ -22,6 +21,7 @@ import {
   isSupportedProtocolVersion,
   negotiateProtocolVersion,
 } from './protocol.ts';
+import type { EndpointCredentials } from './credentials.ts';
 import type { Session, SessionEndpoint, SessionRegistry } from './sessions.ts';
 
 export const MCP_BODY_LIMIT = 1024 * 1024;
@@ -36,6 +36,7 @@ export interface McpDeps {
   clock: Clock;
   log: Logger;
   sessions: SessionRegistry;
+  credentials: EndpointCredentials;
   /** Hostnames a loopback listener accepts in Host (the DNS-rebinding guard); undefined disables it. */
   allowedHosts?: readonly string[];
   limits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
@@ -112,7 +113,7 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       if (ipWait > 0) throw new TransportRefusal(429, TRANSPORT_ERROR, 'Too Many Requests', { 'retry-after': String(ipWait) });
 
       const token = bearer(req);
-      const endpoint = token ? await authenticateEndpointCredentialUnscoped(deps.sql, token, deps.clock.now()) : null;
+      const endpoint = token ? await deps.credentials.resolve(token) : null;
       const slug = (req.params as { slug?: string }).slug;
       if (!endpoint || endpoint.slug !== slug) {
         throw new TransportRefusal(401, TRANSPORT_ERROR, 'Unauthorized: a valid endpoint credential (sbk_...) for this URL is required', {

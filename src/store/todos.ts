@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Sql, TxSql } from '../db/connect.ts';
-import { conflict, forbidden, notFound } from '../errors.ts';
+import { conflict, forbidden, notFound, type SwitchboardError } from '../errors.ts';
 import { retryBackoffSeconds } from '../lifecycle.ts';
 import { RESERVED_QUEUE } from '../scope.ts';
 import { rfc3339 } from './time.ts';
@@ -202,12 +202,21 @@ export interface Caller {
 
 const todoNotFound = (id: string) => notFound(`no todo ${id} on this endpoint`);
 
-/** Reads the target within the caller's endpoint and checks its queue is granted. */
-async function requireTarget(sql: Sql | TxSql, caller: Caller, id: string): Promise<TodoRow> {
+/** The caller's reach in one predicate: its endpoint, its granted queues, never the reserved queue. */
+const withinReach = (sql: Sql | TxSql, caller: Caller, id: string) => sql`
+  id = ${id} and endpoint_id = ${caller.endpointId} and not synthetic
+  and queue = any(${sql.array([...caller.queues])}::text[]) and queue <> ${RESERVED_QUEUE}`;
+
+/**
+ * Explains why a conditional update on `id` touched nothing, probing only within the caller's
+ * endpoint: missing (or another endpoint's) → not_found, queue not granted → forbidden, otherwise
+ * the todo exists but is in the wrong state → the conflict the caller describes.
+ */
+async function refusal(sql: Sql | TxSql, caller: Caller, id: string, describeConflict: (t: TodoRow) => string): Promise<SwitchboardError> {
   const row = await getTodo(sql, caller.endpointId, id);
-  if (!row) throw todoNotFound(id);
-  if (!caller.queues.includes(row.queue)) throw forbidden(`todo ${id} is in queue "${row.queue}", which this endpoint is not granted`);
-  return row;
+  if (!row) return todoNotFound(id);
+  if (!caller.queues.includes(row.queue)) return forbidden(`todo ${id} is in queue "${row.queue}", which this endpoint is not granted`);
+  return conflict(describeConflict(row));
 }
 
 /** Rows an owner may claim at `now`: pending, an expired lease, or a retry whose wait is over. */
@@ -235,13 +244,12 @@ export async function claimTodo(
   now: Date,
   leaseTokenHash: string | null = null,
 ): Promise<TodoRow> {
-  await requireTarget(sql, caller, id);
   const [row] = await sql<TodoRow[]>`
     update todos set ${claimSet(sql, caller, now, leaseSecs, leaseTokenHash)}
-    where id = ${id} and endpoint_id = ${caller.endpointId} and not synthetic and ${claimable(sql, caller.owner, now)}
+    where ${withinReach(sql, caller, id)} and ${claimable(sql, caller.owner, now)}
     returning *, event_id::text as event_id`;
-  if (!row) throw conflict(`todo ${id} is not claimable (claimed by someone else, finished, or waiting for its retry)`);
-  return row;
+  if (row) return row;
+  throw await refusal(sql, caller, id, () => `todo ${id} is not claimable (claimed by someone else, finished, or waiting for its retry)`);
 }
 
 /** Claims the oldest claimable todo across the caller's queues, or returns null when none is. */
@@ -281,22 +289,18 @@ async function transitionHeld(
   what: string,
   leaseTokenHash: string | null,
 ): Promise<TodoRow> {
-  await requireTarget(sql, caller, id);
   const [row] = await sql<TodoRow[]>`
     update todos set ${set}
-    where id = ${id} and endpoint_id = ${caller.endpointId} and state = 'claimed' and owner = ${caller.owner}
+    where ${withinReach(sql, caller, id)} and state = 'claimed' and owner = ${caller.owner}
       and lease_token_hash is not distinct from ${leaseTokenHash}
     returning *, event_id::text as event_id`;
   if (row) return row;
-  const current = await getTodo(sql, caller.endpointId, id);
-  if (current?.state === 'claimed' && current.owner === caller.owner) {
-    throw conflict(
-      current.lease_token_hash
-        ? `cannot ${what} todo ${id}: its claim is fenced and lease_token is missing or wrong`
-        : `cannot ${what} todo ${id}: its claim is not fenced, so pass no lease_token`,
-    );
-  }
-  throw conflict(`cannot ${what} todo ${id}: this endpoint does not hold its claim`);
+  throw await refusal(sql, caller, id, (current) => {
+    if (current.state !== 'claimed' || current.owner !== caller.owner) return `cannot ${what} todo ${id}: this endpoint does not hold its claim`;
+    return current.lease_token_hash
+      ? `cannot ${what} todo ${id}: its claim is fenced and lease_token is missing or wrong`
+      : `cannot ${what} todo ${id}: its claim is not fenced, so pass no lease_token`;
+  });
 }
 
 /** Columns cleared whenever a todo leaves the claimed state. */

@@ -1,0 +1,99 @@
+/**
+ * Drain throughput: `workers` concurrent agents draining the same number of todos with
+ * claim_next + complete, three ways in one run on one PostgreSQL:
+ *   - the store called directly inside the server process (the baseline);
+ *   - MCP over HTTP from a separate process of SDK Clients (the real agent path);
+ *   - MCP over HTTP from a separate process of bare keep-alive node:http clients (the server's
+ *     own cost, without the SDK client's).
+ * Ratios are against the baseline measured in the same run.
+ *
+ *   npm run bench -- [--todos 5000] [--workers 8]
+ */
+import { execFile } from 'node:child_process';
+import os from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { parseArgs, promisify } from 'node:util';
+import { startApp } from '../src/app.ts';
+import { systemClock } from '../src/clock.ts';
+import { loadConfig } from '../src/config.ts';
+import { startThrowawayCluster } from '../src/db/cluster.ts';
+import { connect, type Sql } from '../src/db/connect.ts';
+import { migrate } from '../src/db/migrate.ts';
+import { createLogger } from '../src/log.ts';
+import { vendEndpoint } from '../src/store/endpoints.ts';
+import { addHuman } from '../src/store/humans.ts';
+import { claimNextTodo, completeTodo, type Caller } from '../src/store/todos.ts';
+import { drain, type DrainResult } from './lib.ts';
+
+const { values } = parseArgs({ options: { todos: { type: 'string', default: '5000' }, workers: { type: 'string', default: '8' } } });
+const TODOS = Number(values.todos);
+const WORKERS = Number(values.workers);
+const UNLIMITED = { rate: 1e9, burst: 1e9 };
+const DRIVER = fileURLToPath(new URL('./mcp-driver.ts', import.meta.url));
+const TSX = fileURLToPath(new URL('../node_modules/tsx/dist/cli.mjs', import.meta.url));
+
+/** Bulk-loads pending operator todos for one endpoint (a fixture, not the product's write path). */
+async function seed(sql: Sql, endpointId: string, n: number): Promise<void> {
+  const [ev] = await sql`insert into events (source, family, trust_mode, verified) values ('operator', 'operator', 'operator', true) returning id`;
+  await sql`
+    insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, created_at, updated_at)
+    select 'td_' || gen_random_uuid(), ${endpointId}, 'work', 'operator', 'operator', 'job ' || g, jsonb_build_object('n', g), ${ev!.id},
+           now() + g * interval '1 microsecond', now()
+    from generate_series(1, ${n}) g`;
+}
+
+async function runDriver(mode: 'sdk' | 'raw', url: string, credential: string): Promise<DrainResult> {
+  const { stdout } = await promisify(execFile)(process.execPath, [TSX, DRIVER, mode, url, credential, String(WORKERS)], {
+    maxBuffer: 1 << 20,
+  });
+  return JSON.parse(stdout.trim().split('\n').pop()!) as DrainResult;
+}
+
+async function main(): Promise<void> {
+  const cluster = await startThrowawayCluster({ prefer: 'system' });
+  const sql = connect(cluster.url, { max: 20 });
+  try {
+    await migrate(sql);
+    const pgVersion = (await sql`show server_version`)[0]!.server_version as string;
+    const config = loadConfig({ SWITCHBOARD_DATABASE_URL: cluster.url, SWITCHBOARD_LISTEN: '127.0.0.1:0' });
+    const app = await startApp({ config, clock: systemClock, log: createLogger('warn', process.stderr), loops: false, mcpLimits: { ip: UNLIMITED, endpoint: UNLIMITED } });
+    const human = await addHuman(sql, { handle: 'bench' });
+    const endpoint = async (name: string) => {
+      const v = await vendEndpoint(sql, human.id, { name, queues: ['work'] }, systemClock.now());
+      await seed(sql, v.endpoint.id, TODOS);
+      return v;
+    };
+
+    const direct = await endpoint('direct');
+    const caller: Caller = { endpointId: direct.endpoint.id, owner: `agent:${direct.endpoint.agent_id}`, queues: ['work'] };
+    const storeRun = await drain(WORKERS, async () => {
+      const t = await claimNextTodo(sql, caller, ['work'], 300, systemClock.now());
+      if (!t) return false;
+      await completeTodo(sql, caller, t.id, { ok: true }, systemClock.now());
+      return true;
+    });
+    const sdk = await endpoint('sdk');
+    const sdkRun = await runDriver('sdk', `${app.baseUrl}/mcp/${sdk.endpoint.slug}`, sdk.credential);
+    const raw = await endpoint('raw');
+    const rawRun = await runDriver('raw', `${app.baseUrl}/mcp/${raw.endpoint.slug}`, raw.credential);
+    await app.stop();
+
+    const rate = (r: DrainResult) => r.done / r.seconds;
+    const row = (path: string, r: DrainResult) => ({
+      path,
+      todos: r.done,
+      'todos/s': Math.round(rate(r)),
+      'p50 ms': Number(r.p50.toFixed(2)),
+      'p99 ms': Number(r.p99.toFixed(2)),
+      'vs store': `${((rate(r) / rate(storeRun)) * 100).toFixed(1)}%`,
+    });
+    console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}, ${WORKERS} workers, ${TODOS} todos per path`);
+    console.table([row('store, in process (baseline)', storeRun), row('MCP, SDK Client', sdkRun), row('MCP, bare node:http', rawRun)]);
+    console.log('p50/p99 are per todo (claim_next + complete). Target: MCP at least 50% of the baseline.');
+  } finally {
+    await sql.end({ timeout: 5 });
+    await cluster.stop();
+  }
+}
+
+await main();

@@ -1,0 +1,45 @@
+import type { Clock } from '../clock.ts';
+import type { Sql } from '../db/connect.ts';
+import { ENDPOINT_CREDENTIAL_PREFIX, hashSecret } from '../secrets.ts';
+import { authenticateEndpointCredentialUnscoped, type Endpoint } from '../store/endpoints.ts';
+
+/** How long a resolved credential is trusted without asking the database again. */
+export const CREDENTIAL_CACHE_MS = 10_000;
+
+/**
+ * Resolves endpoint credentials for the MCP transport, remembering a success briefly so an agent's
+ * every request does not cost a database round trip. A revocation drops the entry at once on this
+ * instance (invalidateEndpoint, called by the revoke path and by the endpoint_revoked wakeup on
+ * every instance); the short lifetime bounds how long a missed wakeup could matter. Failures are
+ * never cached. Keys are SHA-256 hashes, never the credential itself.
+ */
+export class EndpointCredentials {
+  readonly #cache = new Map<string, { endpoint: Endpoint; until: number }>();
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly clock: Clock,
+    private readonly ttlMs = CREDENTIAL_CACHE_MS,
+  ) {}
+
+  async resolve(presented: string): Promise<Endpoint | null> {
+    if (!presented.startsWith(ENDPOINT_CREDENTIAL_PREFIX)) return null;
+    const key = hashSecret(presented);
+    const now = this.clock.now();
+    const hit = this.#cache.get(key);
+    if (hit && hit.until > now.getTime()) return hit.endpoint;
+    const endpoint = await authenticateEndpointCredentialUnscoped(this.sql, presented, now);
+    if (endpoint) this.#cache.set(key, { endpoint, until: now.getTime() + this.ttlMs });
+    else this.#cache.delete(key);
+    if (this.#cache.size > 10_000) this.#prune(now.getTime());
+    return endpoint;
+  }
+
+  invalidateEndpoint(endpointId: string): void {
+    for (const [k, v] of this.#cache) if (v.endpoint.id === endpointId) this.#cache.delete(k);
+  }
+
+  #prune(nowMs: number): void {
+    for (const [k, v] of this.#cache) if (v.until <= nowMs) this.#cache.delete(k);
+  }
+}
