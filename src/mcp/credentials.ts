@@ -22,15 +22,16 @@ export class EndpointCredentials {
     private readonly ttlMs = CREDENTIAL_CACHE_MS,
   ) {}
 
-  async resolve(presented: string): Promise<Endpoint | null> {
+  /** The endpoint whose credential this is, only if it is active and `slug` is its URL. */
+  async resolve(presented: string, slug: string): Promise<Endpoint | null> {
     if (!presented.startsWith(ENDPOINT_CREDENTIAL_PREFIX)) return null;
     const key = hashSecret(presented);
     const now = this.clock.now();
     const hit = this.#cache.get(key);
-    if (hit && hit.until > now.getTime()) return hit.endpoint;
-    const endpoint = await authenticateEndpointCredentialUnscoped(this.sql, presented, now);
+    if (hit && hit.until > now.getTime()) return hit.endpoint.slug === slug ? hit.endpoint : null;
+    const endpoint = await authenticateEndpointCredentialUnscoped(this.sql, presented, now, slug);
     if (endpoint) this.#cache.set(key, { endpoint, until: now.getTime() + this.ttlMs });
-    else this.#cache.delete(key);
+    // A miss is not remembered: the credential may be valid at its own URL.
     if (this.#cache.size > 10_000) this.#prune(now.getTime());
     return endpoint;
   }

@@ -113,9 +113,9 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       if (ipWait > 0) throw new TransportRefusal(429, TRANSPORT_ERROR, 'Too Many Requests', { 'retry-after': String(ipWait) });
 
       const token = bearer(req);
-      const endpoint = token ? await deps.credentials.resolve(token) : null;
-      const slug = (req.params as { slug?: string }).slug;
-      if (!endpoint || endpoint.slug !== slug) {
+      const slug = (req.params as { slug?: string }).slug ?? '';
+      const endpoint = token ? await deps.credentials.resolve(token, slug) : null;
+      if (!endpoint) {
         throw new TransportRefusal(401, TRANSPORT_ERROR, 'Unauthorized: a valid endpoint credential (sbk_...) for this URL is required', {
           'www-authenticate': MCP_REALM,
         });

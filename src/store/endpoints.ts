@@ -138,14 +138,21 @@ export async function revokeOwnEndpoint(
 
 /**
  * Resolves an endpoint credential for the MCP transport. Crosses tenants by design: the
- * credential itself is the grant. Returns null for unknown or revoked credentials.
+ * credential itself is the grant. Returns null for unknown or revoked credentials, and for a
+ * credential presented at another endpoint's URL when `slug` is given (nothing is stamped then).
  */
-export async function authenticateEndpointCredentialUnscoped(sql: Sql, presented: string, now: Date): Promise<Endpoint | null> {
+export async function authenticateEndpointCredentialUnscoped(
+  sql: Sql,
+  presented: string,
+  now: Date,
+  slug?: string,
+): Promise<Endpoint | null> {
   if (!presented.startsWith(ENDPOINT_CREDENTIAL_PREFIX)) return null;
   // last_seen_at moves at most once a minute, so a busy agent does not write on every request.
   const [row] = await sql<Endpoint[]>`
     with hit as (
       select e.id from endpoints e where e.credential_hash = ${hashSecret(presented)} and e.state = 'active'
+        ${slug === undefined ? sql`` : sql`and e.slug = ${slug}`}
     ), stamp as (
       update endpoints set last_seen_at = ${now}
       where id = (select id from hit)
