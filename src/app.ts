@@ -8,9 +8,12 @@ import { openDatabase, type Database } from './db/open.ts';
 import { buildServer } from './http/server.ts';
 import { createLogger, type Logger } from './log.ts';
 import { runEvery } from './loops.ts';
+import { Doorbell } from './doorbell/doorbell.ts';
+import { SWEEP_INTERVAL_MS, sweepOnce } from './doorbell/sweep.ts';
 import { EndpointCredentials } from './mcp/credentials.ts';
 import { SessionRegistry } from './mcp/sessions.ts';
 import { REAPER_INTERVAL_MS, reapOnce } from './reaper.ts';
+import { freshReadyTodos } from './store/doorbells.ts';
 import { inactiveEndpointIdsUnscoped } from './store/endpoints.ts';
 import { listenForWakeups } from './wakeups.ts';
 import { VERSION } from './version.ts';
@@ -22,6 +25,7 @@ export interface App {
   sql: Sql;
   server: FastifyInstance;
   sessions: SessionRegistry;
+  doorbell: Doorbell;
   stop(): Promise<void>;
 }
 
@@ -56,6 +60,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
   let server: FastifyInstance | undefined;
   const sessions = new SessionRegistry(clock);
   const credentials = new EndpointCredentials(sql, clock);
+  const doorbell = new Doorbell(sessions, clock, log);
   /** Forget a revoked endpoint on this instance: its cached credential and its sessions. */
   const dropEndpoint = (endpointId: string): number => {
     credentials.invalidateEndpoint(endpointId);
@@ -74,6 +79,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       sessions,
       credentials,
       onEndpointRevoked: dropEndpoint,
+      onTodoReady: (todo) => void doorbell.ringReady(todo),
       allowedHosts: allowedHostsFor(config),
       mcpLimits: opts.mcpLimits,
     });
@@ -93,6 +99,18 @@ export async function startApp(opts: AppOptions): Promise<App> {
               .catch((err: unknown) => log.warn({ err: (err as Error).message }, 'revocation catch-up failed'));
           },
         },
+        todo_ready: {
+          // '<endpoint_id>:<queue>'; queue names never hold a colon but split on the first anyway.
+          onNotify: (payload) => {
+            const cut = payload.indexOf(':');
+            if (cut < 0) return;
+            const endpointId = payload.slice(0, cut);
+            if (sessions.sessionsOf(endpointId).length === 0) return;
+            freshReadyTodos(sql, endpointId, payload.slice(cut + 1), clock.now())
+              .then((todos) => todos.forEach((t) => doorbell.ringReady(t)))
+              .catch((err: unknown) => log.warn({ err: (err as Error).message, endpoint_id: endpointId }, 'todo_ready wakeup failed'));
+          },
+        },
       },
       log,
     );
@@ -105,6 +123,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
 
     if (opts.loops !== false) {
       loops.push(runEvery('reaper', REAPER_INTERVAL_MS, () => reapOnce({ sql, clock, log }), { signal: shutdown.signal, log, runNow: true }));
+      loops.push(runEvery('doorbell-sweep', SWEEP_INTERVAL_MS, () => sweepOnce({ sql, clock, log, doorbell }), { signal: shutdown.signal, log }));
       loops.push(
         runEvery('session-janitor', SESSION_JANITOR_INTERVAL_MS, async () => sessions.expireIdle(), { signal: shutdown.signal, log }),
       );
@@ -121,6 +140,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       sql,
       server: running,
       sessions,
+      doorbell,
       stop() {
         stopping ??= (async () => {
           shutdown.abort();

@@ -1,6 +1,7 @@
 import type { Clock } from './clock.ts';
 import type { Sql } from './db/connect.ts';
 import type { Logger } from './log.ts';
+import { notifyTodoReady } from './store/doorbells.ts';
 import { reapExpiredLeasesUnscoped, requeueDueRetriesUnscoped, type Moved } from './store/todos.ts';
 
 export const REAPER_INTERVAL_MS = 30_000;
@@ -22,6 +23,12 @@ export async function reapOnce(deps: { sql: Sql; clock: Clock; log: Logger }): P
       },
       'reaper pass',
     );
+  }
+  // Work that is pending again wakes its endpoint's sessions on every instance.
+  const ready = new Set([...reaped, ...requeued].filter((m) => m.state === 'pending').map((m) => `${m.endpoint_id}\n${m.queue}`));
+  for (const key of ready) {
+    const [endpointId, queue] = key.split('\n') as [string, string];
+    await notifyTodoReady(deps.sql, endpointId, queue);
   }
   return { reaped, requeued };
 }

@@ -5,7 +5,8 @@ import type { Logger } from './log.ts';
  * Cross-instance messages over PostgreSQL LISTEN/NOTIFY. The listening connection reconnects by
  * itself; `onListen` runs after every (re)connect so a handler can catch up on what it missed.
  */
-export type WakeupHandlers = Partial<Record<'endpoint_revoked', { onNotify(payload: string): void; onListen?(): void }>>;
+export type WakeupChannel = 'endpoint_revoked' | 'todo_ready';
+export type WakeupHandlers = Partial<Record<WakeupChannel, { onNotify(payload: string): void; onListen?(): void }>>;
 
 export async function listenForWakeups(sql: Sql, handlers: WakeupHandlers, log: Logger): Promise<{ stop(): Promise<void> }> {
   const subscriptions = await Promise.all(

@@ -15,7 +15,7 @@ import {
 } from '../store/endpoints.ts';
 import type { Human } from '../store/humans.ts';
 import { rfc3339 } from '../store/time.ts';
-import { TODO_STATES, insertEventAndTodo, listTodos, summarizeTodo } from '../store/todos.ts';
+import { TODO_STATES, insertEventAndTodo, listTodos, summarizeTodo, type TodoRow } from '../store/todos.ts';
 import { humanGuard } from './auth.ts';
 import { sendError } from './errors.ts';
 import { RateLimiter } from './rate-limit.ts';
@@ -28,6 +28,8 @@ export interface ApiDeps {
   baseUrl: () => string;
   /** Runs after a revocation commits: this instance drops the endpoint's sessions at once. */
   onEndpointRevoked?: (endpointId: string) => void;
+  /** Runs after a new push-eligible todo commits: rings one of its endpoint's sessions here. */
+  onTodoReady?: (todo: TodoRow) => void;
 }
 
 /** Per personal token: reads 20/s (burst 40), writes 5/s (burst 20). */
@@ -185,7 +187,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
         if (body.key !== undefined && (body.key === '' || byteLength(body.key) > IDEMPOTENCY_KEY_MAX_BYTES)) {
           throw invalidArgument('key', `must be 1-${IDEMPOTENCY_KEY_MAX_BYTES} bytes`);
         }
-        const { todo, created, eventId } = await insertEventAndTodo(
+        const { todo, created, eventId, pushEligible } = await insertEventAndTodo(
           sql,
           {
             source: 'operator',
@@ -206,6 +208,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
           },
           clock.now(),
         );
+        if (created && pushEligible) deps.onTodoReady?.(todo);
         return reply.code(created ? 201 : 200).send({
           id: todo.id,
           endpoint_id: endpoint.id,

@@ -6,6 +6,7 @@ import type { Logger } from '../log.ts';
 import { registerMcp } from '../mcp/transport.ts';
 import type { EndpointCredentials } from '../mcp/credentials.ts';
 import type { SessionRegistry } from '../mcp/sessions.ts';
+import type { TodoRow } from '../store/todos.ts';
 import type { BucketPolicy } from './rate-limit.ts';
 import { VERSION } from '../version.ts';
 import { API_BODY_LIMIT, registerApi } from './api.ts';
@@ -20,6 +21,8 @@ export interface ServerDeps {
   credentials: EndpointCredentials;
   /** Called after this instance revoked an endpoint (other instances learn it by NOTIFY). */
   onEndpointRevoked: (endpointId: string) => void;
+  /** Called after this instance created a push-eligible todo. */
+  onTodoReady: (todo: TodoRow) => void;
   /** Hostnames the MCP routes accept in Host when listening on loopback (DNS-rebinding guard). */
   allowedHosts?: readonly string[];
   mcpLimits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
@@ -76,7 +79,13 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     return reply.type('text/plain; charset=utf-8').send(`ok ${VERSION}\n`);
   });
 
-  registerApi(app, { sql: deps.sql, clock: deps.clock, baseUrl: deps.baseUrl, onEndpointRevoked: deps.onEndpointRevoked });
+  registerApi(app, {
+    sql: deps.sql,
+    clock: deps.clock,
+    baseUrl: deps.baseUrl,
+    onEndpointRevoked: deps.onEndpointRevoked,
+    onTodoReady: deps.onTodoReady,
+  });
   registerMcp(app, {
     sql: deps.sql,
     clock: deps.clock,

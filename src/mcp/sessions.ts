@@ -29,6 +29,8 @@ export interface Session {
   /** POSTs being handled right now; an open stream also keeps the session alive. */
   inFlight: number;
   stream: OpenStream | null;
+  /** Frames written to the stream that the socket has not flushed yet (the doorbell buffer). */
+  unflushed: number;
 }
 
 interface OpenStream {
@@ -80,6 +82,7 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
       lastActivityAt: now,
       inFlight: 0,
       stream: null,
+      unflushed: 0,
     };
     this.#sessions.set(session.id, session);
     return session;
@@ -157,7 +160,10 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
       return 'write_failed';
     }
     try {
-      res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+      session.unflushed++;
+      res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`, () => {
+        session.unflushed = Math.max(0, session.unflushed - 1);
+      });
       return 'written';
     } catch {
       this.#detach(session);
@@ -206,6 +212,7 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
     if (!stream) return;
     clearInterval(stream.keepalive);
     session.stream = null;
+    session.unflushed = 0;
     this.touch(session);
     const n = (this.#openStreams.get(session.endpoint.id) ?? 1) - 1;
     if (n <= 0) this.#openStreams.delete(session.endpoint.id);

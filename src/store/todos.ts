@@ -3,6 +3,7 @@ import type { Sql, TxSql } from '../db/connect.ts';
 import { conflict, forbidden, notFound, type SwitchboardError } from '../errors.ts';
 import { retryBackoffSeconds } from '../lifecycle.ts';
 import { RESERVED_QUEUE } from '../scope.ts';
+import { isPushEligible, notifyTodoReady } from './doorbells.ts';
 import { rfc3339 } from './time.ts';
 
 export type TodoState = 'pending' | 'claimed' | 'done' | 'failed';
@@ -125,7 +126,7 @@ export async function insertEventAndTodo(
   event: EventInput,
   todo: NewTodo,
   now: Date,
-): Promise<{ todo: TodoRow; created: boolean; eventId: string | null }> {
+): Promise<{ todo: TodoRow; created: boolean; eventId: string | null; pushEligible: boolean }> {
   return sql.begin(async (tx) => {
     const [ev] = await tx<{ id: string }[]>`
       insert into events (source, family, event_type, external_id, trust_mode, verified, verify_detail,
@@ -143,14 +144,19 @@ export async function insertEventAndTodo(
               ${todo.maxAttempts ?? 5}, ${todo.synthetic ?? false}, ${now}, ${now})
       on conflict (endpoint_id, idempotency_key) where ${liveKeyPredicate(tx)} do nothing
       returning *, event_id::text as event_id`;
-    if (inserted) return { todo: inserted, created: true, eventId: ev!.id };
+    if (inserted) {
+      const eligible = await isPushEligible(tx, inserted.id);
+      // Other instances ring their sessions for it; the notification is delivered at commit.
+      if (eligible) await notifyTodoReady(tx, inserted.endpoint_id, inserted.queue);
+      return { todo: inserted, created: true, eventId: ev!.id, pushEligible: eligible };
+    }
     // A duplicate delivery changes nothing: drop the event row we just wrote.
     await tx`delete from events where id = ${ev!.id}`;
     const [existing] = await tx<TodoRow[]>`
       select *, event_id::text as event_id from todos
       where endpoint_id = ${todo.endpointId} and idempotency_key = ${key} and ${liveKeyPredicate(tx)}`;
     if (!existing) throw conflict('a concurrent delivery with the same key is still being written; retry');
-    return { todo: existing, created: false, eventId: existing.event_id };
+    return { todo: existing, created: false, eventId: existing.event_id, pushEligible: false };
   });
 }
 

@@ -1,0 +1,92 @@
+import type { Sql, TxSql } from '../db/connect.ts';
+import { RESERVED_QUEUE } from '../scope.ts';
+import type { TodoRow } from './todos.ts';
+
+/**
+ * Push eligibility, the sender gate: the one predicate that decides whether a todo `t` may ring.
+ * Pending, not quarantined, not a self-test row, minted by a delivery that was verified
+ * (signed or operator-authored) or arrived on a token-trust webhook. A todo with no event never
+ * rings; it is still pulled and claimed as usual.
+ */
+export const pushEligible = (sql: Sql | TxSql) => sql`
+  t.state = 'pending' and t.queue <> ${RESERVED_QUEUE} and not t.synthetic
+  and exists (select 1 from events ev where ev.id = t.event_id and (ev.verified or ev.trust_mode = 'token'))`;
+
+/** The wait before the next ring, keyed by that ring's number (1-based): 5 m, 20 m, 1 h, 6 h, 6 h. */
+export const RING_INTERVALS_SECONDS = [300, 1200, 3600, 21_600, 21_600] as const;
+export const RING_BUDGET = RING_INTERVALS_SECONDS.length;
+export const SWEEP_LIMIT = 3;
+
+/** Whether one todo passes the sender gate right now. */
+export async function isPushEligible(sql: Sql | TxSql, todoId: string): Promise<boolean> {
+  const [row] = await sql`select 1 from todos t where t.id = ${todoId} and ${pushEligible(sql)}`;
+  return row !== undefined;
+}
+
+/** Tells every instance that an endpoint's queue has work ready; delivered at commit. */
+export async function notifyTodoReady(sql: Sql | TxSql, endpointId: string, queue: string): Promise<void> {
+  await sql`select pg_notify('todo_ready', ${`${endpointId}:${queue}`})`;
+}
+
+/**
+ * What a `todo_ready` wakeup rings: the oldest push-eligible todos of one endpoint and queue that
+ * became ready within the last `freshSeconds` (created or re-queued). Older work is the sweep's,
+ * with its budget; the wakeup only carries new work to sessions on other instances.
+ */
+export async function freshReadyTodos(
+  sql: Sql,
+  endpointId: string,
+  queue: string,
+  now: Date,
+  opts: { freshSeconds?: number; limit?: number } = {},
+): Promise<TodoRow[]> {
+  return sql<TodoRow[]>`
+    select t.*, t.event_id::text as event_id from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active'
+    where t.endpoint_id = ${endpointId} and t.queue = ${queue} and ${pushEligible(sql)}
+      and t.updated_at >= ${now}::timestamptz - make_interval(secs => ${opts.freshSeconds ?? 60})
+    order by t.created_at, t.seq
+    limit ${opts.limit ?? 16}`;
+}
+
+/**
+ * The heartbeat sweep's pick-and-charge, in one transaction: pending push-eligible todos of active
+ * endpoints among `receivers` whose next ring is due, ranked per endpoint so one deep backlog
+ * cannot starve the rest, at most `limit`, each charged one ring. Unscoped by design: it has no
+ * caller, and each row it returns names its own endpoint.
+ */
+export async function chargeDueRingsUnscoped(
+  sql: Sql,
+  receivers: readonly string[],
+  now: Date,
+  limit = SWEEP_LIMIT,
+): Promise<TodoRow[]> {
+  if (receivers.length === 0) return [];
+  const intervals = sql.array([...RING_INTERVALS_SECONDS]);
+  const charged = await sql.begin(async (tx) => {
+    // Ids first, in a materialized CTE: a LIMIT under FOR UPDATE SKIP LOCKED inside WHERE id IN (...)
+    // can be re-run per row by the planner and reach past the cap.
+    const picked = await tx<{ id: string }[]>`
+      with due as materialized (
+        select t.id, t.last_ringed_at, t.created_at, t.seq,
+               row_number() over (partition by t.endpoint_id order by t.last_ringed_at nulls first, t.created_at, t.seq) as turn
+        from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active'
+        where t.endpoint_id = any(${tx.array([...receivers])}::uuid[])
+          and ${pushEligible(tx)}
+          and t.ring_attempts < ${RING_BUDGET}
+          and coalesce(t.last_ringed_at, t.created_at)
+              <= ${now}::timestamptz - make_interval(secs => (${intervals}::int[])[t.ring_attempts + 1])
+      )
+      select id from due order by turn, last_ringed_at nulls first, created_at, seq limit ${limit}`;
+    if (picked.length === 0) return [];
+    const rows: TodoRow[] = await tx<TodoRow[]>`
+      with locked as materialized (
+        select id from todos where id = any(${tx.array(picked.map((p) => p.id))}::text[]) and state = 'pending'
+        for update skip locked
+      )
+      update todos t set ring_attempts = t.ring_attempts + 1, last_ringed_at = ${now}
+      from locked where t.id = locked.id
+      returning t.*, t.event_id::text as event_id`;
+    return rows;
+  });
+  return charged as TodoRow[];
+}
