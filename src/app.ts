@@ -9,6 +9,7 @@ import { buildServer } from './http/server.ts';
 import { createLogger, type Logger } from './log.ts';
 import { runEvery } from './loops.ts';
 import { Doorbell } from './doorbell/doorbell.ts';
+import { PRESENCE_EVALUATOR_INTERVAL_MS, PresenceService } from './doorbell/presence.ts';
 import { SWEEP_INTERVAL_MS, sweepOnce } from './doorbell/sweep.ts';
 import { EndpointCredentials } from './mcp/credentials.ts';
 import { SessionRegistry } from './mcp/sessions.ts';
@@ -26,6 +27,7 @@ export interface App {
   server: FastifyInstance;
   sessions: SessionRegistry;
   doorbell: Doorbell;
+  presence: PresenceService;
   stop(): Promise<void>;
 }
 
@@ -60,7 +62,8 @@ export async function startApp(opts: AppOptions): Promise<App> {
   let server: FastifyInstance | undefined;
   const sessions = new SessionRegistry(clock);
   const credentials = new EndpointCredentials(sql, clock);
-  const doorbell = new Doorbell(sessions, clock, log);
+  const presence: PresenceService = new PresenceService(sql, clock, log, sessions, () => doorbell);
+  const doorbell = new Doorbell(sessions, clock, log, (endpointId) => presence.presenceOf(endpointId));
   /** Forget a revoked endpoint on this instance: its cached credential and its sessions. */
   const dropEndpoint = (endpointId: string): number => {
     credentials.invalidateEndpoint(endpointId);
@@ -78,6 +81,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       baseUrl: () => baseUrl,
       sessions,
       credentials,
+      presence,
       onEndpointRevoked: dropEndpoint,
       onTodoReady: (todo) => void doorbell.ringReady(todo),
       allowedHosts: allowedHostsFor(config),
@@ -98,6 +102,12 @@ export async function startApp(opts: AppOptions): Promise<App> {
               .then((ids) => ids.forEach(dropEndpoint))
               .catch((err: unknown) => log.warn({ err: (err as Error).message }, 'revocation catch-up failed'));
           },
+        },
+        endpoint_presence: {
+          onNotify: (payload) =>
+            void presence.onWakeup(payload).catch((err: unknown) => log.warn({ err: (err as Error).message }, 'presence wakeup failed')),
+          // Broadcasts may have been missed while disconnected: re-read what we hold.
+          onListen: () => void presence.refreshCache().catch(() => {}),
         },
         todo_ready: {
           // '<endpoint_id>:<queue>'; queue names never hold a colon but split on the first anyway.
@@ -123,6 +133,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
 
     if (opts.loops !== false) {
       loops.push(runEvery('reaper', REAPER_INTERVAL_MS, () => reapOnce({ sql, clock, log }), { signal: shutdown.signal, log, runNow: true }));
+      loops.push(runEvery('presence-evaluator', PRESENCE_EVALUATOR_INTERVAL_MS, () => presence.evaluate(), { signal: shutdown.signal, log, runNow: true }));
       loops.push(runEvery('doorbell-sweep', SWEEP_INTERVAL_MS, () => sweepOnce({ sql, clock, log, doorbell }), { signal: shutdown.signal, log }));
       loops.push(
         runEvery('session-janitor', SESSION_JANITOR_INTERVAL_MS, async () => sessions.expireIdle(), { signal: shutdown.signal, log }),
@@ -141,6 +152,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       server: running,
       sessions,
       doorbell,
+      presence,
       stop() {
         stopping ??= (async () => {
           shutdown.abort();

@@ -85,7 +85,7 @@ describe('switchboard CLI, the path a new user walks', () => {
   it('endpoint list and show print the endpoint, never a credential', async () => {
     const list = await run(['endpoint', 'list'], authEnv());
     expect(list.code).toBe(0);
-    expect(list.out).toMatch(new RegExp(`${slug}\\s+review-bot\\s+active\\s+reviews,inbox`));
+    expect(list.out).toMatch(new RegExp(`${slug}\\s+review-bot\\s+active\\s+in \\(default\\)\\s+reviews,inbox`));
     expect(list.out).not.toContain('sbk_');
     const json = await run(['endpoint', 'list', '--json'], authEnv());
     expect(JSON.parse(json.out)[0]).toMatchObject({ slug, state: 'active', queues: ['reviews', 'inbox'] });
@@ -106,6 +106,23 @@ describe('switchboard CLI, the path a new user walks', () => {
     const table = await run(['todo', 'list', slug, '--queue', 'reviews'], authEnv());
     expect(table.out.split('\n')[0]).toMatch(/^ID\s+QUEUE\s+STATE\s+ATTEMPT\s+CREATED\s+TITLE$/);
     expect(table.out).not.toContain('Review PR 14');
+  });
+
+  it('endpoint clock-out, presence, shift and clock-in', async () => {
+    const out = await run(['endpoint', 'clock-out', slug], authEnv());
+    expect(out).toMatchObject({ code: 0 });
+    expect(out.out).toContain(`${slug} is out (operator)`);
+    const shift = await run(['endpoint', 'shift', slug, 'TZ=Europe/Berlin Mon 09:00-10:00', '--json'], authEnv());
+    expect(JSON.parse(shift.out)).toMatchObject({ shift: 'TZ=Europe/Berlin Mon 09:00-10:00' });
+    const bad = await run(['endpoint', 'shift', slug, 'Mon 09:00-09:00'], authEnv());
+    expect(bad.code).toBe(1);
+    expect(bad.err).toMatch(/shift: .*\(invalid_argument\)/);
+    expect((await run(['endpoint', 'shift', slug], authEnv())).code).toBe(2);
+    expect((await run(['endpoint', 'clock-in', slug, '--until', 'someday'], authEnv())).code).toBe(2);
+    expect((await run(['endpoint', 'clock-in', slug, '--until', '90m'], authEnv())).out).toContain(`${slug} is in (operator)`);
+    expect((await run(['endpoint', 'shift', slug, '--clear'], authEnv())).code).toBe(0);
+    const cleared = await run(['endpoint', 'presence', slug, '--clear', '--json'], authEnv());
+    expect(JSON.parse(cleared.out)).toMatchObject({ presence: 'in', source: 'default', shift: null });
   });
 
   it('endpoint revoke asks first; only "y" proceeds', async () => {

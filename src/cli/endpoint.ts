@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { ApiClient } from './client.ts';
 import type { CliContext } from './context.ts';
 import { loadCredentials } from './credentials.ts';
-import { CliError, printJson, printTable, type Io } from './output.ts';
+import { CliError, printJson, printTable, usageError, type Io } from './output.ts';
 
 interface EndpointOut {
   id: string;
@@ -15,6 +15,36 @@ interface EndpointOut {
   created_at: string;
   revoked_at: string | null;
   last_seen_at: string | null;
+  presence: { presence: string; source: string; until: string | null };
+  shift: string | null;
+}
+
+interface PresenceOut {
+  presence: string;
+  source: string;
+  until: string | null;
+  shift: string | null;
+  pending: number;
+}
+
+const describePresence = (p: { presence: string; source: string; until: string | null }) =>
+  `${p.presence} (${p.source})${p.until ? ` until ${p.until}` : ''}`;
+
+const DURATION = /^(?:(\d+)h)?(?:(\d+)m)?$/;
+
+/** `--until` takes an RFC 3339 time or a duration from now such as 90m or 2h. */
+function untilArg(raw: string | undefined): string | null {
+  if (raw === undefined) return null;
+  const d = DURATION.exec(raw.trim());
+  if (d && (d[1] || d[2])) return new Date(Date.now() + (Number(d[1] ?? 0) * 60 + Number(d[2] ?? 0)) * 60_000).toISOString();
+  if (Number.isNaN(Date.parse(raw))) throw usageError(`--until: ${JSON.stringify(raw)} is neither an RFC 3339 time nor a duration like 90m or 2h`);
+  return raw;
+}
+
+function printPresence(io: Io, slug: string, p: PresenceOut): void {
+  io.out(`${slug} is ${describePresence(p)}\n`);
+  io.out(`  shift    ${p.shift ?? 'none'}\n`);
+  io.out(`  pending  ${p.pending} push-eligible todo(s)${p.presence === 'out' ? ', held' : ''}\n`);
 }
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
@@ -44,6 +74,8 @@ function printEndpoint(io: Io, e: EndpointOut): void {
     ['MCP URL', e.mcp_url],
     ['Created', e.created_at],
     ['Last seen', e.last_seen_at ?? 'never'],
+    ['Presence', describePresence(e.presence)],
+    ['Shift', e.shift ?? 'none'],
   ];
   if (e.revoked_at) rows.push(['Revoked', e.revoked_at]);
   for (const [k, v] of rows) io.out(`${k.padEnd(10)} ${v}\n`);
@@ -86,8 +118,15 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
       if (rows.length === 0) return ctx.io.out('No endpoints yet. Vend one with `switchboard endpoint vend NAME`.\n');
       printTable(
         ctx.io,
-        ['SLUG', 'AGENT', 'STATE', 'QUEUES', 'LAST SEEN'],
-        rows.map((e) => [e.slug, e.agent_name, e.state, e.queues.join(','), e.last_seen_at ?? 'never']),
+        ['SLUG', 'AGENT', 'STATE', 'PRESENCE', 'QUEUES', 'LAST SEEN'],
+        rows.map((e) => [
+          e.slug,
+          e.agent_name,
+          e.state,
+          e.state === 'active' ? describePresence(e.presence) : '-',
+          e.queues.join(','),
+          e.last_seen_at ?? 'never',
+        ]),
       );
     });
 
@@ -100,6 +139,50 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
       const e = await (await apiClient(ctx)).get<EndpointOut>(`/endpoints/${encodeURIComponent(ref)}`);
       if (opts.json) printJson(ctx.io, e);
       else printEndpoint(ctx.io, e);
+    });
+
+  const presenceCommand = (name: string, description: string, presence: 'in' | 'out') =>
+    endpoint
+      .command(name)
+      .description(description)
+      .argument('<ref>', 'endpoint slug or id')
+      .option('--until <time>', 'when it ends: an RFC 3339 time or a duration like 90m (default: no end; a shift boundary still ends it)')
+      .option('--json', 'print JSON')
+      .action(async (ref: string, opts: { until?: string; json?: boolean }) => {
+        const until = untilArg(opts.until);
+        const r = await (await apiClient(ctx)).request<PresenceOut>('PUT', `/endpoints/${encodeURIComponent(ref)}/presence`, { presence, until });
+        if (opts.json) printJson(ctx.io, r.body);
+        else printPresence(ctx.io, ref, r.body);
+      });
+  presenceCommand('clock-in', 'clock an endpoint in: its doorbells ring again (it gets one digest of what waited)', 'in');
+  presenceCommand('clock-out', 'clock an endpoint out: its doorbells are held; its agent can still pull work', 'out');
+
+  endpoint
+    .command('presence')
+    .description("show an endpoint's presence: in or out, what decides it, until when, its shift and pending count")
+    .argument('<ref>', 'endpoint slug or id')
+    .option('--clear', 'clear any clock-in or clock-out override, so the shift (or the default, in) decides')
+    .option('--json', 'print JSON')
+    .action(async (ref: string, opts: { clear?: boolean; json?: boolean }) => {
+      const api = await apiClient(ctx);
+      const path = `/endpoints/${encodeURIComponent(ref)}/presence`;
+      const p = opts.clear ? (await api.request<PresenceOut>('DELETE', path)).body : await api.get<PresenceOut>(path);
+      if (opts.json) printJson(ctx.io, p);
+      else printPresence(ctx.io, ref, p);
+    });
+
+  endpoint
+    .command('shift')
+    .description('set or clear the weekly shift during which an endpoint takes doorbells')
+    .argument('<ref>', 'endpoint slug or id')
+    .argument('[expr]', 'e.g. "TZ=America/Los_Angeles Mon-Fri 09:00-13:00" (no TZ= means UTC)')
+    .option('--clear', 'remove the shift')
+    .option('--json', 'print JSON')
+    .action(async (ref: string, expr: string | undefined, opts: { clear?: boolean; json?: boolean }) => {
+      if ((expr === undefined) === !opts.clear) throw usageError('give a shift expression or --clear (not both)');
+      const r = await (await apiClient(ctx)).request<PresenceOut>('PUT', `/endpoints/${encodeURIComponent(ref)}/shift`, { shift: opts.clear ? null : expr });
+      if (opts.json) printJson(ctx.io, r.body);
+      else printPresence(ctx.io, ref, r.body);
     });
 
   endpoint

@@ -194,7 +194,13 @@ describe('heartbeat sweep', () => {
       await sweep();
     }
     expect(await ringAttempts(id)).toBe(0);
+    // On return the agent hears one reconnect digest, which starts the backoff over without a charge.
     const agent = await listener(e);
+    await until(() => agent.heard.length === 1, 'the reconnect digest');
+    expect(agent.heard[0]!.params.meta).toMatchObject({ kind: 'digest', reason: 'reconnect', pending: '1' });
+    await sweep();
+    expect(await ringAttempts(id)).toBe(0);
+    app.clock.advance(5 * 60_000);
     await sweep();
     expect(await ringAttempts(id)).toBe(1);
     await until(() => agent.heard.some((n) => n.params.meta.todo_id === id), 'the re-ring after return');

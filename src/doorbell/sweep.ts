@@ -11,7 +11,7 @@ export const SWEEP_INTERVAL_MS = 30_000;
  * that have a session attached here. A ring nobody could receive is not charged.
  */
 export async function sweepOnce(deps: { sql: Sql; clock: Clock; log: Logger; doorbell: Doorbell; receivers?: () => string[] }): Promise<number> {
-  const receivers = deps.receivers ? deps.receivers() : deps.doorbell.attachedEndpoints();
+  const receivers = deps.receivers ? deps.receivers() : deps.doorbell.receivers();
   if (receivers.length === 0) return 0;
   const charged = await chargeDueRingsUnscoped(deps.sql, receivers, deps.clock.now());
   for (const todo of charged) {

@@ -217,6 +217,8 @@ describe('POST /api/v1/endpoints', () => {
       created_at: wire(app.clock.now()),
       revoked_at: null,
       last_seen_at: null,
+      presence: { presence: 'in', source: 'default', until: null },
+      shift: null,
       token: b.token,
       mcp_json: b.mcp_json,
     });

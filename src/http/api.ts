@@ -16,7 +16,10 @@ import {
 import type { Human } from '../store/humans.ts';
 import { rfc3339 } from '../store/time.ts';
 import { TODO_STATES, insertEventAndTodo, listTodos, summarizeTodo, type TodoRow } from '../store/todos.ts';
+import { inputsOf, type PresenceService } from '../doorbell/presence.ts';
+import { effective } from '../presence/index.ts';
 import { humanGuard } from './auth.ts';
+import { registerPresenceRoutes } from './presence.ts';
 import { sendError } from './errors.ts';
 import { RateLimiter } from './rate-limit.ts';
 import { parseInput } from '../validate.ts';
@@ -30,6 +33,7 @@ export interface ApiDeps {
   onEndpointRevoked?: (endpointId: string) => void;
   /** Runs after a new push-eligible todo commits: rings one of its endpoint's sessions here. */
   onTodoReady?: (todo: TodoRow) => void;
+  presence: PresenceService;
 }
 
 /** Per personal token: reads 20/s (burst 40), writes 5/s (burst 20). */
@@ -39,7 +43,8 @@ export const API_BODY_LIMIT = 64 * 1024;
 
 export const mcpUrl = (baseUrl: string, slug: string) => `${baseUrl}/mcp/${slug}`;
 
-export function endpointOut(e: Endpoint, baseUrl: string) {
+export function endpointOut(e: Endpoint, baseUrl: string, now: Date) {
+  const eff = effective(inputsOf(e), now);
   return {
     id: e.id,
     slug: e.slug,
@@ -51,6 +56,8 @@ export function endpointOut(e: Endpoint, baseUrl: string) {
     created_at: rfc3339(e.created_at),
     revoked_at: rfc3339(e.revoked_at) ?? null,
     last_seen_at: rfc3339(e.last_seen_at) ?? null,
+    presence: { presence: eff.presence, source: eff.source, until: rfc3339(eff.until) ?? null },
+    shift: e.shift,
   };
 }
 
@@ -160,21 +167,21 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
       api.post('/endpoints', async (req, reply: FastifyReply) => {
         const body = parseInput(vendBody, req.body ?? {});
         const { endpoint, credential } = await vendEndpoint(sql, human(req).id, body, clock.now());
-        const out = endpointOut(endpoint, base());
+        const out = endpointOut(endpoint, base(), clock.now());
         return reply.code(201).send({ ...out, token: credential, mcp_json: mcpJson(out.mcp_url, credential) });
       });
 
       api.get('/endpoints', async (req) => {
         const rows = await listOwnEndpoints(sql, human(req).id);
-        return rows.map((e) => endpointOut(e, base()));
+        return rows.map((e) => endpointOut(e, base(), clock.now()));
       });
 
-      api.get('/endpoints/:ref', async (req) => endpointOut(await resolveOwnEndpoint(sql, human(req).id, ref(req)), base()));
+      api.get('/endpoints/:ref', async (req) => endpointOut(await resolveOwnEndpoint(sql, human(req).id, ref(req)), base(), clock.now()));
 
       api.post('/endpoints/:ref/revoke', async (req) => {
         const { endpoint, deadLettered } = await revokeOwnEndpoint(sql, human(req).id, ref(req), clock.now());
         deps.onEndpointRevoked?.(endpoint.id);
-        return { ...endpointOut(endpoint, base()), todos_dead_lettered: deadLettered };
+        return { ...endpointOut(endpoint, base(), clock.now()), todos_dead_lettered: deadLettered };
       });
 
       api.post('/endpoints/:ref/todos', async (req, reply: FastifyReply) => {
@@ -219,6 +226,8 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
           event_id: eventId === null ? null : Number(eventId),
         });
       });
+
+      registerPresenceRoutes(api, { sql, clock, presence: deps.presence });
 
       api.get('/endpoints/:ref/todos', async (req) => {
         const endpoint = await resolveOwnEndpoint(sql, human(req).id, ref(req));

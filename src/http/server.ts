@@ -4,6 +4,7 @@ import type { Sql } from '../db/connect.ts';
 import { SwitchboardError, isSwitchboardError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { registerMcp } from '../mcp/transport.ts';
+import type { PresenceService } from '../doorbell/presence.ts';
 import type { EndpointCredentials } from '../mcp/credentials.ts';
 import type { SessionRegistry } from '../mcp/sessions.ts';
 import type { TodoRow } from '../store/todos.ts';
@@ -19,6 +20,7 @@ export interface ServerDeps {
   baseUrl: () => string;
   sessions: SessionRegistry;
   credentials: EndpointCredentials;
+  presence: PresenceService;
   /** Called after this instance revoked an endpoint (other instances learn it by NOTIFY). */
   onEndpointRevoked: (endpointId: string) => void;
   /** Called after this instance created a push-eligible todo. */
@@ -85,6 +87,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     baseUrl: deps.baseUrl,
     onEndpointRevoked: deps.onEndpointRevoked,
     onTodoReady: deps.onTodoReady,
+    presence: deps.presence,
   });
   registerMcp(app, {
     sql: deps.sql,
@@ -92,6 +95,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     log: deps.log,
     sessions: deps.sessions,
     credentials: deps.credentials,
+    presence: deps.presence,
     allowedHosts: deps.allowedHosts,
     limits: deps.mcpLimits,
   });

@@ -73,10 +73,11 @@ describe('initialize and tools/list', () => {
 
   it('lists exactly the verbs in scope', async () => {
     const narrow = await connect(await vend({ verbs: ['list_todos', 'claim'] }));
-    expect((await narrow.listTools()).tools.map((t) => t.name)).toEqual(['list_todos', 'claim']);
+    const self = ['clock_in', 'clock_out', 'presence'];
+    expect((await narrow.listTools()).tools.map((t) => t.name)).toEqual(['list_todos', 'claim', ...self]);
     const full = await connect(await vend());
     expect((await full.listTools()).tools.map((t) => t.name)).toEqual([
-      'list_todos', 'get_todo', 'claim', 'claim_next', 'heartbeat', 'complete', 'fail', 'release',
+      'list_todos', 'get_todo', 'claim', 'claim_next', 'heartbeat', 'complete', 'fail', 'release', ...self,
     ]);
     expect(await call(narrow, 'complete', { id: 'td_00000000-0000-4000-8000-000000000000' })).toEqual({
       error: expect.stringMatching(/^forbidden: /),

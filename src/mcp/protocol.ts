@@ -1,9 +1,11 @@
 import type { Clock } from '../clock.ts';
 import type { Sql } from '../db/connect.ts';
 import { SwitchboardError } from '../errors.ts';
+import type { PresenceService } from '../doorbell/presence.ts';
 import type { Logger } from '../log.ts';
 import { VERSION } from '../version.ts';
 import { drainTools } from './drain.ts';
+import { presenceTools } from './self-verbs.ts';
 import { INVALID_PARAMS, METHOD_NOT_FOUND, rpcError, rpcResult, type JsonRpcRequest, type JsonRpcResponse } from './jsonrpc.ts';
 import type { Session } from './sessions.ts';
 import { callTool, describeTool, toolError, type Tool } from './tools.ts';
@@ -33,6 +35,10 @@ There are two kinds of doorbell:
 - A digest doorbell (meta.kind = "digest", no todo_id) says several todos are waiting, for example
   after you were away. Drain them: call claim_next until it answers {"empty": true}.
 
+Presence: call clock_out before you stop, so work is held instead of ringing you; clock_in when
+you are back (you then get one digest of what waited). presence tells you where you stand.
+Pulling and claiming work behave the same whether you are in or out.
+
 Working a todo:
 1. claim (or claim_next). The claim holds a lease, 300 seconds unless you pass lease_ttl_seconds
    (at most 86400); size it to the work.
@@ -50,12 +56,13 @@ export interface ProtocolDeps {
   sql: Sql;
   clock: Clock;
   log: Logger;
+  presence: PresenceService;
 }
 
 /** Every verb an endpoint can be granted, by name. */
 const GRANTABLE_TOOLS = new Map<string, Tool>(drainTools.map((t) => [t.name, t]));
 /** Verbs every active endpoint has, whatever its scope (the presence and self-test verbs join here). */
-const SELF_TOOLS = new Map<string, Tool>();
+const SELF_TOOLS = new Map<string, Tool>(presenceTools.map((t) => [t.name, t]));
 
 export function toolsFor(session: Session): Tool[] {
   const granted = [...GRANTABLE_TOOLS.values()].filter((t) => session.endpoint.verbs.includes(t.name));

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Clock } from '../clock.ts';
 import type { Sql } from '../db/connect.ts';
 import { SwitchboardError, isSwitchboardError } from '../errors.ts';
+import type { PresenceService } from '../doorbell/presence.ts';
 import type { Logger } from '../log.ts';
 import { parseInput } from '../validate.ts';
 import type { Session } from './sessions.ts';
@@ -10,6 +11,7 @@ export interface ToolContext {
   sql: Sql;
   clock: Clock;
   log: Logger;
+  presence: PresenceService;
   session: Session;
 }
 

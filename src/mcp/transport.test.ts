@@ -297,6 +297,9 @@ const frame = (msg: unknown) => `event: message\ndata: ${JSON.stringify(msg)}\n\
 
 // ---------------------------------------------------------------------------------------------
 
+/** The self verbs tools/list advertises after the granted ones. */
+const SELF_VERBS_LISTED = ['clock_in', 'clock_out', 'presence'];
+
 describe('authentication', () => {
   it('refuses every bad credential with 401, the realm and a JSON-RPC error, and creates no session', async () => {
     const ep = await vend();
@@ -580,7 +583,8 @@ describe('tools', () => {
     const narrow = await vend({ verbs: ['list_todos', 'claim'] });
     const { sid } = await initialize(narrow);
     const listed = (await rpc(narrow, sid, 'tools/list')).result.tools as { name: string; description: string; inputSchema: any }[];
-    expect(listed.map((t) => t.name).sort()).toEqual(['claim', 'list_todos']);
+    // The granted verbs, then the self verbs every endpoint has.
+    expect(listed.map((t) => t.name)).toEqual(['list_todos', 'claim', ...SELF_VERBS_LISTED]);
     for (const t of listed) {
       expect(t.description).not.toBe('');
       expect(t.inputSchema.type).toBe('object');
@@ -589,7 +593,7 @@ describe('tools', () => {
     const full = await vend();
     const { sid: fullSid } = await initialize(full);
     const all = (await rpc(full, fullSid, 'tools/list')).result.tools as { name: string }[];
-    expect(all.map((t) => t.name).sort()).toEqual([...DRAIN_VERBS].sort());
+    expect(all.map((t) => t.name)).toEqual([...DRAIN_VERBS, ...SELF_VERBS_LISTED]);
   });
 
   it('refuses a known but ungranted verb with a forbidden tool error, and does nothing', async () => {

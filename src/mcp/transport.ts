@@ -21,6 +21,7 @@ import {
   isSupportedProtocolVersion,
   negotiateProtocolVersion,
 } from './protocol.ts';
+import type { PresenceService } from '../doorbell/presence.ts';
 import type { EndpointCredentials } from './credentials.ts';
 import type { Session, SessionEndpoint, SessionRegistry } from './sessions.ts';
 
@@ -37,6 +38,7 @@ export interface McpDeps {
   log: Logger;
   sessions: SessionRegistry;
   credentials: EndpointCredentials;
+  presence: PresenceService;
   /** Hostnames a loopback listener accepts in Host (the DNS-rebinding guard); undefined disables it. */
   allowedHosts?: readonly string[];
   limits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
@@ -173,6 +175,8 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
           name: neutralizeText(info.name) || 'unknown',
           version: neutralizeText(info.version),
         });
+        // Presence is known before the session can be rung.
+        await deps.presence.load(session.endpoint.id);
         log.info({ slug: session.endpoint.slug, session: session.id, client: session.clientInfo, protocol: version }, 'mcp session created');
         reply.header('mcp-session-id', session.id);
         return sendRpc(reply, 200, rpcResult(incoming.message.id, initializeResult(version)));

@@ -17,6 +17,11 @@ export interface Endpoint {
   created_at: Date;
   revoked_at: Date | null;
   last_seen_at: Date | null;
+  shift: string | null;
+  presence_override: 'in' | 'out' | null;
+  override_until: Date | null;
+  override_set_at: Date | null;
+  override_by: string | null;
 }
 
 const MAX_AGENT_NAME = 100;
@@ -25,7 +30,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** The columns every endpoint read returns; `e` is endpoints, `a` its agent. */
 const endpointColumns = (sql: Sql | TxSql) => sql`
   e.id, e.agent_id, a.name as agent_name, a.owner_human_id, e.slug, e.credential_prefix,
-  e.scope_queues, e.scope_verbs, e.state, e.created_at, e.revoked_at, e.last_seen_at`;
+  e.scope_queues, e.scope_verbs, e.state, e.created_at, e.revoked_at, e.last_seen_at,
+  e.shift, e.presence_override, e.override_until, e.override_set_at, e.override_by`;
 
 /** Lowercase, every run of other characters becomes one '-', trimmed, then '-' + 8 random hex. */
 export function makeSlug(agentName: string): string {

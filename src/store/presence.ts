@@ -1,0 +1,131 @@
+import type { Sql } from '../db/connect.ts';
+import { pushEligible } from './doorbells.ts';
+
+/** The stored presence columns of one endpoint, as the pure presence package reads them. */
+export interface PresenceRow {
+  id: string;
+  slug: string;
+  state: 'active' | 'revoked';
+  shift: string | null;
+  presence_override: 'in' | 'out' | null;
+  override_until: Date | null;
+  override_set_at: Date | null;
+  override_by: string | null;
+  presence_seen: 'in' | 'out';
+  presence_changed_at: Date | null;
+  presence_changed_by: string | null;
+}
+
+const presenceColumns = (sql: Sql) => sql`
+  e.id, e.slug, e.state, e.shift, e.presence_override, e.override_until, e.override_set_at, e.override_by,
+  e.presence_seen, e.presence_changed_at, e.presence_changed_by`;
+
+/** By endpoint id: callers have already resolved the endpoint within their own reach. */
+export async function readPresence(sql: Sql, endpointId: string): Promise<PresenceRow | null> {
+  const [row] = await sql<PresenceRow[]>`select ${presenceColumns(sql)} from endpoints e where e.id = ${endpointId}`;
+  return row ?? null;
+}
+
+export async function readPresenceMany(sql: Sql, endpointIds: readonly string[]): Promise<PresenceRow[]> {
+  if (endpointIds.length === 0) return [];
+  return sql<PresenceRow[]>`
+    select ${presenceColumns(sql)} from endpoints e where e.id = any(${sql.array([...endpointIds])}::uuid[])`;
+}
+
+/** Active endpoints whose presence may differ from the default: the evaluator's worklist. */
+export async function presenceWatchlistUnscoped(sql: Sql): Promise<PresenceRow[]> {
+  return sql<PresenceRow[]>`
+    select ${presenceColumns(sql)} from endpoints e
+    where e.state = 'active' and (e.shift is not null or e.presence_override is not null or e.presence_seen <> 'in')`;
+}
+
+export interface OverrideColumns {
+  override: 'in' | 'out' | null;
+  overrideUntil: Date | null;
+  overrideSetAt: Date | null;
+  overrideBy: string | null;
+}
+
+/** Writes the override of an active endpoint; returns false when the endpoint is not active. */
+export async function writeOverride(sql: Sql, endpointId: string, o: OverrideColumns): Promise<boolean> {
+  const rows = await sql`
+    update endpoints set presence_override = ${o.override}, override_until = ${o.overrideUntil},
+      override_set_at = ${o.overrideSetAt}, override_by = ${o.overrideBy}
+    where id = ${endpointId} and state = 'active' returning id`;
+  return rows.length === 1;
+}
+
+/** Stores a shift (its canonical form) or clears it; returns false when the endpoint is not active. */
+export async function writeShift(sql: Sql, endpointId: string, canonicalShift: string | null): Promise<boolean> {
+  const rows = await sql`update endpoints set shift = ${canonicalShift} where id = ${endpointId} and state = 'active' returning id`;
+  return rows.length === 1;
+}
+
+/**
+ * Claims a presence transition: only the caller whose conditional update changed the row acts on
+ * it, and only it broadcasts `endpoint_presence` (delivered at commit).
+ */
+export async function claimPresenceTransition(
+  sql: Sql,
+  endpointId: string,
+  to: 'in' | 'out',
+  by: string,
+  now: Date,
+): Promise<boolean> {
+  return sql.begin(async (tx) => {
+    const rows = await tx`
+      update endpoints set presence_seen = ${to}, presence_changed_at = ${now}, presence_changed_by = ${by}
+      where id = ${endpointId} and presence_seen <> ${to} returning id`;
+    if (rows.length === 0) return false;
+    await tx`select pg_notify('endpoint_presence', ${`${endpointId}:${to}`})`;
+    return true;
+  });
+}
+
+/**
+ * Tells every instance to re-read an endpoint's presence after an override or shift was written.
+ * `<id>:refresh` only refreshes caches; transitions are broadcast by claimPresenceTransition.
+ */
+export async function notifyPresenceWritten(sql: Sql, endpointId: string): Promise<void> {
+  await sql`select pg_notify('endpoint_presence', ${`${endpointId}:refresh`})`;
+}
+
+export interface BacklogTodo {
+  id: string;
+  queue: string;
+  created_at: Date;
+}
+
+/** The push-eligible pending todos of one endpoint: what a digest counts. */
+export async function pushEligibleBacklog(sql: Sql, endpointId: string): Promise<BacklogTodo[]> {
+  return sql<BacklogTodo[]>`
+    select t.id, t.queue, t.created_at from todos t
+    where t.endpoint_id = ${endpointId} and ${pushEligible(sql)}
+    order by t.created_at, t.seq`;
+}
+
+export async function pushEligibleCount(sql: Sql, endpointId: string): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n from todos t where t.endpoint_id = ${endpointId} and ${pushEligible(sql)}`;
+  return row?.n ?? 0;
+}
+
+/**
+ * After a digest was written: `last_ringed_at` = the digest time on exactly the counted ids that
+ * are still pending. Never recomputed from a second read, never touching ring_attempts.
+ */
+export async function markDigestRung(sql: Sql, endpointId: string, ids: readonly string[], at: Date): Promise<number> {
+  if (ids.length === 0) return 0;
+  const rows = await sql`
+    update todos set last_ringed_at = ${at}
+    where endpoint_id = ${endpointId} and id = any(${sql.array([...ids])}::text[]) and state = 'pending'
+    returning id`;
+  return rows.length;
+}
+
+/** Clears an override that no longer decides, unless someone wrote a newer one meanwhile. */
+export async function clearDeadOverride(sql: Sql, endpointId: string, setAt: Date | null): Promise<void> {
+  await sql`
+    update endpoints set presence_override = null, override_until = null, override_set_at = null, override_by = null
+    where id = ${endpointId} and presence_override is not null and override_set_at is not distinct from ${setAt}`;
+}
