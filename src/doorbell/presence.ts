@@ -4,7 +4,7 @@ import type { Logger } from '../log.ts';
 import type { SessionRegistry } from '../mcp/sessions.ts';
 import { effective, parseShift, type EffectivePresence, type Presence, type PresenceInputs, type Shift } from '../presence/index.ts';
 import {
-  claimPresenceTransition,
+  claimPresenceTransitions,
   clearDeadOverride,
   markDigestRung,
   notifyPresenceWritten,
@@ -158,7 +158,7 @@ export class PresenceService {
   async evaluate(opts: { endpointId?: string; by?: ChangedBy } = {}): Promise<number> {
     const now = this.clock.now();
     const rows = opts.endpointId ? [await readPresence(this.sql, opts.endpointId)].filter((r) => r !== null) : await presenceWatchlistUnscoped(this.sql);
-    let claimed = 0;
+    const wanted: { row: PresenceRow; eff: EffectivePresence; by: ChangedBy }[] = [];
     for (const row of rows) {
       if (row.state !== 'active') continue;
       const inputs = inputsOf(row);
@@ -167,16 +167,23 @@ export class PresenceService {
       const overrideEnded = inputs.override !== null && eff.source !== 'agent' && eff.source !== 'operator';
       if (overrideEnded) await clearDeadOverride(this.sql, row.id, inputs.overrideSetAt);
       if (eff.presence === row.presence_seen) continue;
-      const by: ChangedBy = opts.by ?? (overrideEnded ? 'override_end' : 'shift');
-      if (!(await claimPresenceTransition(this.sql, row.id, eff.presence, by, now))) continue;
-      claimed++;
+      wanted.push({ row, eff, by: opts.by ?? (overrideEnded ? 'override_end' : 'shift') });
+    }
+    const claimed = await claimPresenceTransitions(
+      this.sql,
+      wanted.map((w) => ({ endpointId: w.row.id, to: w.eff.presence, by: w.by })),
+      now,
+    );
+    const won = new Set(claimed.map((c) => c.endpointId));
+    for (const { row, eff, by } of wanted) {
+      if (!won.has(row.id)) continue;
       this.log.info(
         { slug: row.slug, from: row.presence_seen, to: eff.presence, source: eff.source, by, until: rfc3339(eff.until) ?? null },
         'presence changed',
       );
     }
     if (!opts.endpointId) await this.refreshCache();
-    return claimed;
+    return claimed.length;
   }
 
   /**

@@ -61,25 +61,31 @@ export async function writeShift(sql: Sql, endpointId: string, canonicalShift: s
   return rows.length === 1;
 }
 
+export interface PresenceTransition {
+  endpointId: string;
+  to: 'in' | 'out';
+  by: string;
+}
+
 /**
- * Claims a presence transition: only the caller whose conditional update changed the row acts on
- * it, and only it broadcasts `endpoint_presence` (delivered at commit).
+ * Claims presence transitions in one statement: each row moves only if its presence_seen still
+ * differs, so across instances and restarts exactly one caller claims each transition. Only the
+ * claimed rows are returned, and only they are broadcast on `endpoint_presence` (at commit).
  */
-export async function claimPresenceTransition(
-  sql: Sql,
-  endpointId: string,
-  to: 'in' | 'out',
-  by: string,
-  now: Date,
-): Promise<boolean> {
-  return sql.begin(async (tx) => {
-    const rows = await tx`
-      update endpoints set presence_seen = ${to}, presence_changed_at = ${now}, presence_changed_by = ${by}
-      where id = ${endpointId} and presence_seen <> ${to} returning id`;
-    if (rows.length === 0) return false;
-    await tx`select pg_notify('endpoint_presence', ${`${endpointId}:${to}`})`;
-    return true;
-  });
+export async function claimPresenceTransitions(sql: Sql, changes: readonly PresenceTransition[], now: Date): Promise<PresenceTransition[]> {
+  if (changes.length === 0) return [];
+  const rows = await sql<{ id: string; to: 'in' | 'out'; by: string }[]>`
+    with wanted as (
+      select * from unnest(${sql.array(changes.map((c) => c.endpointId))}::uuid[],
+                           ${sql.array(changes.map((c) => c.to))}::text[],
+                           ${sql.array(changes.map((c) => c.by))}::text[]) as w(id, to_presence, by_whom)
+    ), claimed as (
+      update endpoints e set presence_seen = w.to_presence, presence_changed_at = ${now}, presence_changed_by = w.by_whom
+      from wanted w where e.id = w.id and e.presence_seen <> w.to_presence
+      returning e.id, w.to_presence as to, w.by_whom as by
+    )
+    select c.id, c.to, c.by, pg_notify('endpoint_presence', c.id::text || ':' || c.to) from claimed c`;
+  return rows.map((r) => ({ endpointId: r.id, to: r.to, by: r.by }));
 }
 
 /**

@@ -1,0 +1,84 @@
+/**
+ * Presence cost: 10,000 endpoints with shifts in 20 zones. Times effective() per call, a quiet
+ * evaluator pass (nothing changes), and a pass at an instant where shifts start or end for some
+ * endpoints, on a throwaway PostgreSQL. Baseline for the pass: one plain SELECT of the same rows.
+ *
+ *   npm run bench:presence -- [--endpoints 10000]
+ */
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import { ManualClock } from '../src/clock.ts';
+import { startThrowawayCluster } from '../src/db/cluster.ts';
+import { connect } from '../src/db/connect.ts';
+import { migrate } from '../src/db/migrate.ts';
+import { PresenceService, inputsOf } from '../src/doorbell/presence.ts';
+import { createLogger } from '../src/log.ts';
+import { SessionRegistry } from '../src/mcp/sessions.ts';
+import { effective, parseShift } from '../src/presence/index.ts';
+import { addHuman } from '../src/store/humans.ts';
+import { presenceWatchlistUnscoped } from '../src/store/presence.ts';
+
+const { values } = parseArgs({ options: { endpoints: { type: 'string', default: '10000' } } });
+const N = Number(values.endpoints);
+const ZONES = [
+  'UTC', 'Europe/London', 'Europe/Berlin', 'Europe/Helsinki', 'Europe/Moscow', 'Asia/Dubai', 'Asia/Kolkata',
+  'Asia/Kathmandu', 'Asia/Shanghai', 'Asia/Tokyo', 'Australia/Adelaide', 'Australia/Sydney', 'Australia/Lord_Howe',
+  'Pacific/Auckland', 'Pacific/Honolulu', 'America/Anchorage', 'America/Los_Angeles', 'America/Denver',
+  'America/New_York', 'America/Sao_Paulo',
+];
+const SHAPES = ['Mon-Fri 09:00-17:00', 'Mon-Fri 09:00-12:00; Mon-Fri 13:00-17:00', 'Sun-Thu 22:00-02:00', 'Sat,Sun 10:00-14:00'];
+
+async function main(): Promise<void> {
+  const cluster = await startThrowawayCluster({ prefer: 'system' });
+  const sql = connect(cluster.url, { max: 10 });
+  try {
+    await migrate(sql);
+    const pgVersion = (await sql`show server_version`)[0]!.server_version as string;
+    const human = await addHuman(sql, { handle: 'bench' });
+    const [agent] = await sql`insert into agents (owner_human_id, name) values (${human.id}, 'bench') returning id`;
+    const shifts = Array.from({ length: N }, (_, i) => parseShift(`TZ=${ZONES[i % ZONES.length]} ${SHAPES[Math.floor(i / ZONES.length) % SHAPES.length]}`).canonical);
+    await sql`
+      insert into endpoints (agent_id, slug, credential_hash, credential_prefix, scope_queues, shift)
+      select ${agent!.id}, 'bench-' || i, md5(i::text), 'sbk_bench', '{work}', (${sql.array(shifts)}::text[])[i]
+      from generate_series(1, ${N}) i`;
+
+    // effective() per call, over the stored inputs.
+    const rows = await presenceWatchlistUnscoped(sql);
+    const inputs = rows.map(inputsOf);
+    const at = new Date('2026-10-26T07:30:00Z');
+    for (let i = 0; i < 2000; i++) effective(inputs[i % inputs.length]!, at);
+    const calls = 200_000;
+    let t0 = performance.now();
+    for (let i = 0; i < calls; i++) effective(inputs[i % inputs.length]!, new Date(at.getTime() + (i % 10_080) * 60_000));
+    const perCallUs = ((performance.now() - t0) * 1000) / calls;
+
+    const clock = new ManualClock('2026-10-26T03:00:00Z');
+    const presence = new PresenceService(sql, clock, createLogger('silent'), new SessionRegistry(clock), () => {
+      throw new Error('no doorbell in this bench');
+    });
+    await presence.evaluate(); // settle presence_seen once
+    t0 = performance.now();
+    await sql`select id, shift from endpoints where state = 'active' and shift is not null`;
+    const selectMs = performance.now() - t0;
+    t0 = performance.now();
+    const quietClaims = await presence.evaluate();
+    const quietMs = performance.now() - t0;
+    clock.set('2026-10-26T09:00:00Z'); // 09:00 in London and UTC: shifts start there, others do not move
+    t0 = performance.now();
+    const busyClaims = await presence.evaluate();
+    const busyMs = performance.now() - t0;
+
+    console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}, ${N} endpoints with shifts in ${ZONES.length} zones`);
+    console.table([
+      { measure: 'effective() per call', value: `${perCallUs.toFixed(2)} µs`, target: '< 20 µs' },
+      { measure: 'baseline: SELECT of the same rows', value: `${selectMs.toFixed(0)} ms`, target: '' },
+      { measure: `evaluator pass, quiet (${quietClaims} transitions)`, value: `${quietMs.toFixed(0)} ms (${(quietMs / selectMs).toFixed(1)}x baseline)`, target: '< 1 s' },
+      { measure: `evaluator pass at 09:00 UTC (${busyClaims} transitions)`, value: `${busyMs.toFixed(0)} ms (${(busyMs / selectMs).toFixed(1)}x baseline)`, target: '< 1 s' },
+    ]);
+  } finally {
+    await sql.end({ timeout: 5 });
+    await cluster.stop();
+  }
+}
+
+await main();
