@@ -22,6 +22,8 @@ describe('loadConfig', () => {
       baseUrlExplicit: false,
       dataDir: '/srv/sb',
       logLevel: 'info',
+      doorbellAckWindowMs: 15 * 60_000,
+      metricsToken: undefined,
     });
   });
 
@@ -32,6 +34,12 @@ describe('loadConfig', () => {
 
   it('takes a base URL without its trailing slash', () => {
     expect(loadConfig({ SWITCHBOARD_BASE_URL: 'https://sb.example.com/' })).toMatchObject({ baseUrl: 'https://sb.example.com', baseUrlExplicit: true });
+  });
+
+  it('takes an ack window from 1m to 6h and a metrics token of at least 32 bytes', () => {
+    expect(loadConfig({ SWITCHBOARD_DOORBELL_ACK_WINDOW: '1h30m' }).doorbellAckWindowMs).toBe(90 * 60_000);
+    expect(loadConfig({ SWITCHBOARD_DOORBELL_ACK_WINDOW: '1m' }).doorbellAckWindowMs).toBe(60_000);
+    expect(loadConfig({ SWITCHBOARD_METRICS_TOKEN: 'x'.repeat(32) }).metricsToken).toBe('x'.repeat(32));
   });
 
   it('uses a per-user data dir by default', () => {
@@ -48,6 +56,11 @@ describe('loadConfig', () => {
     ['SWITCHBOARD_BASE_URL', { SWITCHBOARD_BASE_URL: 'https://user:pw@x' }],
     ['SWITCHBOARD_DATA_DIR', { SWITCHBOARD_DATA_DIR: 'relative/dir' }],
     ['SWITCHBOARD_LOG_LEVEL', { SWITCHBOARD_LOG_LEVEL: 'loud' }],
+    ['SWITCHBOARD_DOORBELL_ACK_WINDOW', { SWITCHBOARD_DOORBELL_ACK_WINDOW: '30s' }],
+    ['SWITCHBOARD_DOORBELL_ACK_WINDOW', { SWITCHBOARD_DOORBELL_ACK_WINDOW: '7h' }],
+    ['SWITCHBOARD_DOORBELL_ACK_WINDOW', { SWITCHBOARD_DOORBELL_ACK_WINDOW: 'soon' }],
+    ['SWITCHBOARD_METRICS_TOKEN', { SWITCHBOARD_METRICS_TOKEN: 'short' }],
+    ['SWITCHBOARD_METRICS_TOKEN', { SWITCHBOARD_METRICS_TOKEN: 'a b'.repeat(20) }],
   ])('refuses a bad %s and names it', (variable, env) => {
     const e = fails(env);
     expect(e.variable).toBe(variable);

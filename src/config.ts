@@ -14,6 +14,10 @@ export interface Config {
   baseUrlExplicit: boolean;
   dataDir: string;
   logLevel: LogLevel;
+  /** How long a ring may wait for an acknowledgement before it is unheard. */
+  doorbellAckWindowMs: number;
+  /** The scrape credential for GET /metrics; undefined keeps /metrics closed. */
+  metricsToken: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -74,6 +78,15 @@ function parseDatabaseUrl(variable: string, raw: string): string {
   return raw;
 }
 
+/** `15m`, `1h`, `1h30m`, `90s`: whole units of h, m and s, in that order. */
+function parseWindow(variable: string, raw: string, minMs: number, maxMs: number): number {
+  const m = /^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/.exec(raw);
+  const ms = m && (m[1] || m[2] || m[3]) ? ((Number(m[1] ?? 0) * 60 + Number(m[2] ?? 0)) * 60 + Number(m[3] ?? 0)) * 1000 : NaN;
+  if (Number.isNaN(ms)) throw new ConfigError(variable, `must be a duration like 15m, 1h or 1h30m, got ${JSON.stringify(raw)}`);
+  if (ms < minMs || ms > maxMs) throw new ConfigError(variable, `must be between 1m and 6h, got ${raw}`);
+  return ms;
+}
+
 /** Reads and validates the environment. Throws ConfigError naming the variable on bad values. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const nonEmpty = (name: string): string | undefined => {
@@ -104,5 +117,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError('SWITCHBOARD_LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(levelRaw)}`);
   }
 
-  return { databaseUrl, listenHost: host, listenPort: port, baseUrl, baseUrlExplicit: rawBase !== undefined, dataDir, logLevel: levelRaw as LogLevel };
+  const ackWindowRaw = nonEmpty('SWITCHBOARD_DOORBELL_ACK_WINDOW');
+  const doorbellAckWindowMs = ackWindowRaw ? parseWindow('SWITCHBOARD_DOORBELL_ACK_WINDOW', ackWindowRaw, 60_000, 6 * 3_600_000) : 15 * 60_000;
+
+  const metricsToken = nonEmpty('SWITCHBOARD_METRICS_TOKEN');
+  if (metricsToken !== undefined) {
+    const bytes = Buffer.byteLength(metricsToken);
+    if (bytes < 32) throw new ConfigError('SWITCHBOARD_METRICS_TOKEN', `is ${bytes} bytes; it must be at least 32 (try: openssl rand -hex 32)`);
+    if (!/^[\x21-\x7e]+$/.test(metricsToken)) throw new ConfigError('SWITCHBOARD_METRICS_TOKEN', 'must be printable ASCII without spaces');
+  }
+
+  return {
+    databaseUrl,
+    listenHost: host,
+    listenPort: port,
+    baseUrl,
+    baseUrlExplicit: rawBase !== undefined,
+    dataDir,
+    logLevel: levelRaw as LogLevel,
+    doorbellAckWindowMs,
+    metricsToken,
+  };
 }
