@@ -8,7 +8,10 @@ import { openDatabase, type Database } from './db/open.ts';
 import { buildServer } from './http/server.ts';
 import { createLogger, type Logger } from './log.ts';
 import { runEvery } from './loops.ts';
+import { DoorbellAcks, UNHEARD_SWEEP_INTERVAL_MS } from './doorbell/acks.ts';
 import { Doorbell } from './doorbell/doorbell.ts';
+import { SELF_TEST_CLEANUP_INTERVAL_MS, SelfTests } from './doorbell/selftest.ts';
+import { Metrics } from './metrics.ts';
 import { PRESENCE_EVALUATOR_INTERVAL_MS, PresenceService } from './doorbell/presence.ts';
 import { SWEEP_INTERVAL_MS, sweepOnce } from './doorbell/sweep.ts';
 import { EndpointCredentials } from './mcp/credentials.ts';
@@ -16,6 +19,7 @@ import { SessionRegistry } from './mcp/sessions.ts';
 import { REAPER_INTERVAL_MS, reapOnce } from './reaper.ts';
 import { freshReadyTodos } from './store/doorbells.ts';
 import { inactiveEndpointIdsUnscoped } from './store/endpoints.ts';
+import { queueStatsUnscoped } from './store/todos.ts';
 import { listenForWakeups } from './wakeups.ts';
 import { VERSION } from './version.ts';
 
@@ -28,6 +32,9 @@ export interface App {
   sessions: SessionRegistry;
   doorbell: Doorbell;
   presence: PresenceService;
+  acks: DoorbellAcks;
+  selfTests: SelfTests;
+  metrics: Metrics;
   stop(): Promise<void>;
 }
 
@@ -46,6 +53,8 @@ export interface AppOptions {
   log?: Logger;
   /** Background loops (the reaper). Tests turn them off and drive passes by hand. */
   loops?: boolean;
+  /** How long after test_doorbell the test doorbell is written (default 2 s). */
+  selfTestRingDelayMs?: number;
   /** Overrides the MCP rate limits (benchmarks lift them). */
   mcpLimits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
 }
@@ -62,8 +71,24 @@ export async function startApp(opts: AppOptions): Promise<App> {
   let server: FastifyInstance | undefined;
   const sessions = new SessionRegistry(clock);
   const credentials = new EndpointCredentials(sql, clock);
+  const metrics = new Metrics({
+    unheardSessions: () => sessions.all().filter((s) => s.unheard).length,
+    queueStats: () => queueStatsUnscoped(sql, clock.now()),
+  });
+  const acks = new DoorbellAcks(sql, clock, log, metrics, sessions);
   const presence: PresenceService = new PresenceService(sql, clock, log, sessions, () => doorbell);
-  const doorbell = new Doorbell(sessions, clock, log, (endpointId) => presence.presenceOf(endpointId));
+  const doorbell = new Doorbell({
+    sessions,
+    clock,
+    log,
+    presenceOf: (endpointId) => presence.presenceOf(endpointId),
+    acks,
+    ackWindowMs: config.doorbellAckWindowMs,
+  });
+  const selfTests = new SelfTests(sql, clock, log, sessions, doorbell, {
+    ringDelayMs: opts.selfTestRingDelayMs,
+    notify: async (testId) => void (await sql`select pg_notify('doorbell_test', ${testId})`),
+  });
   /** Forget a revoked endpoint on this instance: its cached credential and its sessions. */
   const dropEndpoint = (endpointId: string): number => {
     credentials.invalidateEndpoint(endpointId);
@@ -82,6 +107,14 @@ export async function startApp(opts: AppOptions): Promise<App> {
       sessions,
       credentials,
       presence,
+      acks,
+      selfTests,
+      metrics,
+      metricsToken: config.metricsToken,
+      sessionCounts: (endpointId) => {
+        const of = sessions.sessionsOf(endpointId);
+        return { sessions: of.length, unheard_sessions: of.filter((s) => s.unheard).length };
+      },
       onEndpointRevoked: dropEndpoint,
       onTodoReady: (todo) => void doorbell.ringReady(todo),
       allowedHosts: allowedHostsFor(config),
@@ -109,6 +142,10 @@ export async function startApp(opts: AppOptions): Promise<App> {
           // Broadcasts may have been missed while disconnected: re-read what we hold.
           onListen: () => void presence.refreshCache().catch(() => {}),
         },
+        doorbell_test: {
+          onNotify: (testId) =>
+            void selfTests.onWakeup(testId).catch((err: unknown) => log.warn({ err: (err as Error).message, test_id: testId }, 'self-test wakeup failed')),
+        },
         todo_ready: {
           // '<endpoint_id>:<queue>'; queue names never hold a colon but split on the first anyway.
           onNotify: (payload) => {
@@ -134,6 +171,8 @@ export async function startApp(opts: AppOptions): Promise<App> {
     if (opts.loops !== false) {
       loops.push(runEvery('reaper', REAPER_INTERVAL_MS, () => reapOnce({ sql, clock, log }), { signal: shutdown.signal, log, runNow: true }));
       loops.push(runEvery('presence-evaluator', PRESENCE_EVALUATOR_INTERVAL_MS, () => presence.evaluate(), { signal: shutdown.signal, log, runNow: true }));
+      loops.push(runEvery('unheard-sweep', UNHEARD_SWEEP_INTERVAL_MS, () => acks.sweep(), { signal: shutdown.signal, log }));
+      loops.push(runEvery('self-test-cleanup', SELF_TEST_CLEANUP_INTERVAL_MS, () => selfTests.cleanUp(), { signal: shutdown.signal, log }));
       loops.push(runEvery('doorbell-sweep', SWEEP_INTERVAL_MS, () => sweepOnce({ sql, clock, log, doorbell }), { signal: shutdown.signal, log }));
       loops.push(
         runEvery('session-janitor', SESSION_JANITOR_INTERVAL_MS, async () => sessions.expireIdle(), { signal: shutdown.signal, log }),
@@ -153,9 +192,13 @@ export async function startApp(opts: AppOptions): Promise<App> {
       sessions,
       doorbell,
       presence,
+      acks,
+      selfTests,
+      metrics,
       stop() {
         stopping ??= (async () => {
           shutdown.abort();
+          selfTests.stop();
           // Open streams would hold the HTTP server open: end them first.
           sessions.closeAll('server shutting down');
           await wakeups?.stop();

@@ -5,7 +5,7 @@ import type { Logger } from './log.ts';
  * Cross-instance messages over PostgreSQL LISTEN/NOTIFY. The listening connection reconnects by
  * itself; `onListen` runs after every (re)connect so a handler can catch up on what it missed.
  */
-export type WakeupChannel = 'endpoint_revoked' | 'todo_ready' | 'endpoint_presence';
+export type WakeupChannel = 'endpoint_revoked' | 'todo_ready' | 'endpoint_presence' | 'doorbell_test';
 export type WakeupHandlers = Partial<Record<WakeupChannel, { onNotify(payload: string): void; onListen?(): void }>>;
 
 export async function listenForWakeups(sql: Sql, handlers: WakeupHandlers, log: Logger): Promise<{ stop(): Promise<void> }> {

@@ -15,7 +15,7 @@ function age(ms: number): string {
  * The digest doorbell: one line of counts, per-queue counts and the oldest age. Only counts,
  * queue names (neutralized) and the reason: never a title, payload or todo id.
  */
-export function digestDoorbell(backlog: readonly BacklogTodo[], reason: DigestReason, now: Date): ChannelNotification {
+export function digestDoorbell(backlog: readonly BacklogTodo[], reason: DigestReason, now: Date, ringId?: string): ChannelNotification {
   const perQueue = new Map<string, number>();
   for (const t of backlog) perQueue.set(t.queue, (perQueue.get(t.queue) ?? 0) + 1);
   const queues = [...perQueue.keys()].map(neutralizeChannelText).sort();
@@ -32,6 +32,6 @@ export function digestDoorbell(backlog: readonly BacklogTodo[], reason: DigestRe
   return {
     jsonrpc: '2.0',
     method: CHANNEL_METHOD,
-    params: { content, meta: { kind: 'digest', pending: String(n), queues: queues.join(','), reason } },
+    params: { content, meta: { kind: 'digest', pending: String(n), queues: queues.join(','), reason, ...(ringId ? { ring_id: ringId } : {}) } },
   };
 }

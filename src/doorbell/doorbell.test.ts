@@ -134,7 +134,7 @@ describe('PublishTodoReady', () => {
     const registry = new SessionRegistry(clock);
     let logged = '';
     const log = createLogger('debug', new Writable({ write: (c, _e, done) => void ((logged += c.toString()), done()) }));
-    const doorbell = new Doorbell(registry, clock, log);
+    const doorbell = new Doorbell({ sessions: registry, clock, log });
     const endpoint = { id: 'ep-1', slug: 'ep-one', agentId: 'ag', queues: ['reviews'], verbs: [] };
     const streamless = registry.create(endpoint, '2025-11-25', { name: 'x', version: '1' });
     const target = { id: 'td_x', endpoint_id: 'ep-1', queue: 'reviews', title: 't', kind: null };

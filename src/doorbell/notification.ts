@@ -48,3 +48,16 @@ export function todoDoorbell(todo: DoorbellTodo, extraMeta: Record<string, strin
   if (todo.kind) meta.todo_kind = neutralizeChannelText(todo.kind);
   return { jsonrpc: '2.0', method: CHANNEL_METHOD, params: { content, meta } };
 }
+
+/** The self-test doorbell: says what it is, asks for a claim of its todo, and nothing else. */
+export function testDoorbell(todo: DoorbellTodo, extraMeta: Record<string, string> = {}): ChannelNotification {
+  const id = neutralizeChannelText(todo.id);
+  const queue = neutralizeChannelText(todo.queue);
+  const content = [
+    'Switchboard self-test: your human is checking that doorbells reach you.',
+    `todo_id: ${id}`,
+    `queue: ${queue}`,
+    `Claim it: call claim with id "${id}". That claim completes the test; no other action is needed.`,
+  ].join('\n');
+  return { jsonrpc: '2.0', method: CHANNEL_METHOD, params: { content, meta: { todo_id: id, queue, kind: 'self_test', ...extraMeta } } };
+}

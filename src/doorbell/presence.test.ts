@@ -96,7 +96,7 @@ describe('self verbs', () => {
   it('are listed for an endpoint vended with only list_todos and claim, and clock_out works there', async () => {
     const e = await vend({ verbs: ['list_todos', 'claim'] });
     const a = await agent(e);
-    expect((await a.client.listTools()).tools.map((t) => t.name)).toEqual(['list_todos', 'claim', 'clock_in', 'clock_out', 'presence']);
+    expect((await a.client.listTools()).tools.map((t) => t.name)).toEqual(['list_todos', 'claim', 'clock_in', 'clock_out', 'presence', 'ack_doorbell', 'test_doorbell', 'get_doorbell_test']);
     expect(await a.call('clock_out')).toMatchObject({ presence: 'out', source: 'agent', until: null, shift: null, pending: 0 });
     const [row] = await db.sql`select scope_verbs from endpoints where id = ${e.id}`;
     expect(row!.scope_verbs).toEqual(['list_todos', 'claim']);
@@ -171,7 +171,7 @@ describe('the clock-in digest', () => {
     expect(back).toMatchObject({ presence: 'in', pending: 3 });
     await until(() => a.digests().length === 1, 'the digest');
     const d = a.digests()[0]!;
-    expect(d.params.meta).toEqual({ kind: 'digest', pending: '3', queues: 'inbox,reviews', reason: 'clock_in' });
+    expect(d.params.meta).toEqual({ kind: 'digest', pending: '3', queues: 'inbox,reviews', reason: 'clock_in', ring_id: expect.stringMatching(/^rg_[0-9A-Z]{26}$/) });
     expect(d.params.meta.todo_id).toBeUndefined();
     expect(d.params.content).not.toMatch(/one|two|three|td_/);
     // The mark follows the write: wait for it, then check it is exactly the digest time and no charge.

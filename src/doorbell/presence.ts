@@ -209,7 +209,7 @@ export class PresenceService {
     const counted = backlog ?? (await pushEligibleBacklog(this.sql, endpointId));
     if (counted.length === 0) return false;
     const now = this.clock.now();
-    const outcome = this.doorbell().deliverDigest(endpointId, digestDoorbell(counted, reason, now));
+    const outcome = this.doorbell().deliverDigest(endpointId, (ringId) => digestDoorbell(counted, reason, now, ringId));
     if (!outcome.rung) {
       this.log.info({ endpoint_id: endpointId, reason, pending: counted.length, cause: outcome.reason }, 'digest not delivered');
       return false;

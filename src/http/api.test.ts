@@ -219,6 +219,8 @@ describe('POST /api/v1/endpoints', () => {
       last_seen_at: null,
       presence: { presence: 'in', source: 'default', until: null },
       shift: null,
+      sessions: 0,
+      unheard_sessions: 0,
       token: b.token,
       mcp_json: b.mcp_json,
     });

@@ -19,7 +19,9 @@ import { TODO_STATES, insertEventAndTodo, listTodos, summarizeTodo, type TodoRow
 import { inputsOf, type PresenceService } from '../doorbell/presence.ts';
 import { effective } from '../presence/index.ts';
 import { humanGuard } from './auth.ts';
+import { registerDoorbellTestRoutes } from './doorbell-tests.ts';
 import { registerPresenceRoutes } from './presence.ts';
+import type { SelfTests } from '../doorbell/selftest.ts';
 import { sendError } from './errors.ts';
 import { RateLimiter } from './rate-limit.ts';
 import { parseInput } from '../validate.ts';
@@ -34,6 +36,9 @@ export interface ApiDeps {
   /** Runs after a new push-eligible todo commits: rings one of its endpoint's sessions here. */
   onTodoReady?: (todo: TodoRow) => void;
   presence: PresenceService;
+  selfTests: SelfTests;
+  /** Instance-local: how many sessions of the endpoint are attached here, and how many are unheard. */
+  sessionCounts?: (endpointId: string) => { sessions: number; unheard_sessions: number };
 }
 
 /** Per personal token: reads 20/s (burst 40), writes 5/s (burst 20). */
@@ -43,7 +48,12 @@ export const API_BODY_LIMIT = 64 * 1024;
 
 export const mcpUrl = (baseUrl: string, slug: string) => `${baseUrl}/mcp/${slug}`;
 
-export function endpointOut(e: Endpoint, baseUrl: string, now: Date) {
+export function endpointOut(
+  e: Endpoint,
+  baseUrl: string,
+  now: Date,
+  counts: { sessions: number; unheard_sessions: number } = { sessions: 0, unheard_sessions: 0 },
+) {
   const eff = effective(inputsOf(e), now);
   return {
     id: e.id,
@@ -58,6 +68,8 @@ export function endpointOut(e: Endpoint, baseUrl: string, now: Date) {
     last_seen_at: rfc3339(e.last_seen_at) ?? null,
     presence: { presence: eff.presence, source: eff.source, until: rfc3339(eff.until) ?? null },
     shift: e.shift,
+    sessions: counts.sessions,
+    unheard_sessions: counts.unheard_sessions,
   };
 }
 
@@ -133,6 +145,7 @@ function describeHuman(h: Human): string {
 export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
   const { sql, clock } = deps;
   const base = deps.baseUrl;
+  const countsOf = (endpointId: string) => deps.sessionCounts?.(endpointId) ?? { sessions: 0, unheard_sessions: 0 };
   const readLimiter = new RateLimiter(API_READ_LIMIT, clock);
   const writeLimiter = new RateLimiter(API_WRITE_LIMIT, clock);
 
@@ -173,10 +186,13 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
 
       api.get('/endpoints', async (req) => {
         const rows = await listOwnEndpoints(sql, human(req).id);
-        return rows.map((e) => endpointOut(e, base(), clock.now()));
+        return rows.map((e) => endpointOut(e, base(), clock.now(), countsOf(e.id)));
       });
 
-      api.get('/endpoints/:ref', async (req) => endpointOut(await resolveOwnEndpoint(sql, human(req).id, ref(req)), base(), clock.now()));
+      api.get('/endpoints/:ref', async (req) => {
+        const e = await resolveOwnEndpoint(sql, human(req).id, ref(req));
+        return endpointOut(e, base(), clock.now(), countsOf(e.id));
+      });
 
       api.post('/endpoints/:ref/revoke', async (req) => {
         const { endpoint, deadLettered } = await revokeOwnEndpoint(sql, human(req).id, ref(req), clock.now());
@@ -228,6 +244,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
       });
 
       registerPresenceRoutes(api, { sql, clock, presence: deps.presence });
+      registerDoorbellTestRoutes(api, { sql, selfTests: deps.selfTests });
 
       api.get('/endpoints/:ref/todos', async (req) => {
         const endpoint = await resolveOwnEndpoint(sql, human(req).id, ref(req));

@@ -4,7 +4,11 @@ import type { Sql } from '../db/connect.ts';
 import { SwitchboardError, isSwitchboardError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { registerMcp } from '../mcp/transport.ts';
+import type { DoorbellAcks } from '../doorbell/acks.ts';
 import type { PresenceService } from '../doorbell/presence.ts';
+import type { SelfTests } from '../doorbell/selftest.ts';
+import type { Metrics } from '../metrics.ts';
+import { constantTimeEqual } from '../secrets.ts';
 import type { EndpointCredentials } from '../mcp/credentials.ts';
 import type { SessionRegistry } from '../mcp/sessions.ts';
 import type { TodoRow } from '../store/todos.ts';
@@ -21,6 +25,13 @@ export interface ServerDeps {
   sessions: SessionRegistry;
   credentials: EndpointCredentials;
   presence: PresenceService;
+  acks: DoorbellAcks;
+  selfTests: SelfTests;
+  metrics: Metrics;
+  /** The scrape credential; undefined keeps /metrics closed. */
+  metricsToken: string | undefined;
+  /** Instance-local session counts for an endpoint (the API lists them). */
+  sessionCounts: (endpointId: string) => { sessions: number; unheard_sessions: number };
   /** Called after this instance revoked an endpoint (other instances learn it by NOTIFY). */
   onEndpointRevoked: (endpointId: string) => void;
   /** Called after this instance created a push-eligible todo. */
@@ -81,6 +92,15 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     return reply.type('text/plain; charset=utf-8').send(`ok ${VERSION}\n`);
   });
 
+  // Prometheus scrape: its own bearer credential; every refusal is the same empty 401.
+  app.get('/metrics', async (req, reply) => {
+    const presented = /^Bearer[ \t]+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
+    if (!deps.metricsToken || !presented || !constantTimeEqual(presented, deps.metricsToken)) {
+      return reply.code(401).header('www-authenticate', 'Bearer realm="switchboard-metrics"').send('');
+    }
+    return reply.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
+  });
+
   registerApi(app, {
     sql: deps.sql,
     clock: deps.clock,
@@ -88,6 +108,8 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     onEndpointRevoked: deps.onEndpointRevoked,
     onTodoReady: deps.onTodoReady,
     presence: deps.presence,
+    selfTests: deps.selfTests,
+    sessionCounts: deps.sessionCounts,
   });
   registerMcp(app, {
     sql: deps.sql,
@@ -96,6 +118,8 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     sessions: deps.sessions,
     credentials: deps.credentials,
     presence: deps.presence,
+    acks: deps.acks,
+    selfTests: deps.selfTests,
     allowedHosts: deps.allowedHosts,
     limits: deps.mcpLimits,
   });

@@ -73,7 +73,7 @@ describe('initialize and tools/list', () => {
 
   it('lists exactly the verbs in scope', async () => {
     const narrow = await connect(await vend({ verbs: ['list_todos', 'claim'] }));
-    const self = ['clock_in', 'clock_out', 'presence'];
+    const self = ['clock_in', 'clock_out', 'presence', 'ack_doorbell', 'test_doorbell', 'get_doorbell_test'];
     expect((await narrow.listTools()).tools.map((t) => t.name)).toEqual(['list_todos', 'claim', ...self]);
     const full = await connect(await vend());
     expect((await full.listTools()).tools.map((t) => t.name)).toEqual([

@@ -72,6 +72,7 @@ export const drainTools: Tool[] = [
     description: 'List todos on your queues, newest first, without payloads. Optional: queue, state, limit (1-200, default 50).',
     input: z
       .object({
+        include_synthetic: z.boolean({ error: 'must be true or false' }).optional().describe('also list self-test todos'),
         queue: z.string({ error: 'must be a string' }).optional(),
         state: z.enum(TODO_STATES as [TodoState, ...TodoState[]], { error: `must be one of ${TODO_STATES.join(', ')}` }).optional(),
         limit: z.number({ error: 'must be a number' }).int('must be a whole number').min(1, `must be 1-${LIST_MAX_LIMIT}`).max(LIST_MAX_LIMIT, `must be 1-${LIST_MAX_LIMIT}`).optional(),
@@ -82,6 +83,7 @@ export const drainTools: Tool[] = [
         queues: grantedQueue(ctx, args.queue),
         state: args.state,
         limit: args.limit ?? LIST_DEFAULT_LIMIT,
+        includeSynthetic: args.include_synthetic === true,
       });
       return { todos: rows.map(summarizeTodo) };
     },
@@ -103,6 +105,10 @@ export const drainTools: Tool[] = [
     async run(ctx, args) {
       const fence = mintFence(args.require_fence);
       const row = await claimTodo(ctx.sql, callerOf(ctx), args.id, leaseSeconds(args.lease_ttl_seconds), ctx.clock.now(), fence.hash);
+      ctx.acks.acknowledged(ctx.session, row.acked_rings, 'claim');
+      if (row.synthetic) {
+        return { ...fullTodo(row), self_test: true, note: 'This was a Switchboard self-test todo: your claim completed it. No other action is needed.' };
+      }
       return fence.token ? { ...fullTodo(row), lease_token: fence.token } : fullTodo(row);
     },
   }),
@@ -121,6 +127,7 @@ export const drainTools: Tool[] = [
       const fence = mintFence(args.require_fence);
       const row = await claimNextTodo(ctx.sql, callerOf(ctx), queues, leaseSeconds(args.lease_ttl_seconds), ctx.clock.now(), fence.hash);
       if (!row) return { empty: true };
+      ctx.acks.acknowledged(ctx.session, row.acked_rings, 'claim');
       return fence.token ? { empty: false, todo: fullTodo(row), lease_token: fence.token } : { empty: false, todo: fullTodo(row) };
     },
   }),

@@ -1,11 +1,13 @@
 import type { Clock } from '../clock.ts';
 import type { Sql } from '../db/connect.ts';
 import { SwitchboardError } from '../errors.ts';
+import type { DoorbellAcks } from '../doorbell/acks.ts';
 import type { PresenceService } from '../doorbell/presence.ts';
+import type { SelfTests } from '../doorbell/selftest.ts';
 import type { Logger } from '../log.ts';
 import { VERSION } from '../version.ts';
 import { drainTools } from './drain.ts';
-import { presenceTools } from './self-verbs.ts';
+import { doorbellSelfTools, presenceTools } from './self-verbs.ts';
 import { INVALID_PARAMS, METHOD_NOT_FOUND, rpcError, rpcResult, type JsonRpcRequest, type JsonRpcResponse } from './jsonrpc.ts';
 import type { Session } from './sessions.ts';
 import { callTool, describeTool, toolError, type Tool } from './tools.ts';
@@ -35,6 +37,10 @@ There are two kinds of doorbell:
 - A digest doorbell (meta.kind = "digest", no todo_id) says several todos are waiting, for example
   after you were away. Drain them: call claim_next until it answers {"empty": true}.
 
+Every doorbell carries meta.ring_id. Claiming its todo (or, for a digest, any todo) acknowledges
+it; if you heard one but will not act on it now, call ack_doorbell with its ring_id. test_doorbell
+proves the whole loop: it rings you a self-test todo to claim.
+
 Presence: call clock_out before you stop, so work is held instead of ringing you; clock_in when
 you are back (you then get one digest of what waited). presence tells you where you stand.
 Pulling and claiming work behave the same whether you are in or out.
@@ -57,12 +63,14 @@ export interface ProtocolDeps {
   clock: Clock;
   log: Logger;
   presence: PresenceService;
+  acks: DoorbellAcks;
+  selfTests: SelfTests;
 }
 
 /** Every verb an endpoint can be granted, by name. */
 const GRANTABLE_TOOLS = new Map<string, Tool>(drainTools.map((t) => [t.name, t]));
 /** Verbs every active endpoint has, whatever its scope (the presence and self-test verbs join here). */
-const SELF_TOOLS = new Map<string, Tool>(presenceTools.map((t) => [t.name, t]));
+const SELF_TOOLS = new Map<string, Tool>([...presenceTools, ...doorbellSelfTools].map((t) => [t.name, t]));
 
 export function toolsFor(session: Session): Tool[] {
   const granted = [...GRANTABLE_TOOLS.values()].filter((t) => session.endpoint.verbs.includes(t.name));

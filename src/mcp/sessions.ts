@@ -31,6 +31,8 @@ export interface Session {
   stream: OpenStream | null;
   /** Frames written to the stream that the socket has not flushed yet (the doorbell buffer). */
   unflushed: number;
+  /** Its last 3 rings went unheard with no acknowledgement from it (SPEC-0025 REQ-5). */
+  unheard: boolean;
 }
 
 interface OpenStream {
@@ -83,6 +85,7 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
       inFlight: 0,
       stream: null,
       unflushed: 0,
+      unheard: false,
     };
     this.#sessions.set(session.id, session);
     return session;

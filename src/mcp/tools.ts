@@ -2,7 +2,9 @@ import { z } from 'zod';
 import type { Clock } from '../clock.ts';
 import type { Sql } from '../db/connect.ts';
 import { SwitchboardError, isSwitchboardError } from '../errors.ts';
+import type { DoorbellAcks } from '../doorbell/acks.ts';
 import type { PresenceService } from '../doorbell/presence.ts';
+import type { SelfTests } from '../doorbell/selftest.ts';
 import type { Logger } from '../log.ts';
 import { parseInput } from '../validate.ts';
 import type { Session } from './sessions.ts';
@@ -12,6 +14,8 @@ export interface ToolContext {
   clock: Clock;
   log: Logger;
   presence: PresenceService;
+  acks: DoorbellAcks;
+  selfTests: SelfTests;
   session: Session;
 }
 

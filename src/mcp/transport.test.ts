@@ -298,7 +298,7 @@ const frame = (msg: unknown) => `event: message\ndata: ${JSON.stringify(msg)}\n\
 // ---------------------------------------------------------------------------------------------
 
 /** The self verbs tools/list advertises after the granted ones. */
-const SELF_VERBS_LISTED = ['clock_in', 'clock_out', 'presence'];
+const SELF_VERBS_LISTED = ['clock_in', 'clock_out', 'presence', 'ack_doorbell', 'test_doorbell', 'get_doorbell_test'];
 
 describe('authentication', () => {
   it('refuses every bad credential with 401, the realm and a JSON-RPC error, and creates no session', async () => {

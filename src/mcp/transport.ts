@@ -21,7 +21,9 @@ import {
   isSupportedProtocolVersion,
   negotiateProtocolVersion,
 } from './protocol.ts';
+import type { DoorbellAcks } from '../doorbell/acks.ts';
 import type { PresenceService } from '../doorbell/presence.ts';
+import type { SelfTests } from '../doorbell/selftest.ts';
 import type { EndpointCredentials } from './credentials.ts';
 import type { Session, SessionEndpoint, SessionRegistry } from './sessions.ts';
 
@@ -39,6 +41,8 @@ export interface McpDeps {
   sessions: SessionRegistry;
   credentials: EndpointCredentials;
   presence: PresenceService;
+  acks: DoorbellAcks;
+  selfTests: SelfTests;
   /** Hostnames a loopback listener accepts in Host (the DNS-rebinding guard); undefined disables it. */
   allowedHosts?: readonly string[];
   limits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };

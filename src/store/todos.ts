@@ -4,6 +4,8 @@ import { conflict, forbidden, notFound, type SwitchboardError } from '../errors.
 import { retryBackoffSeconds } from '../lifecycle.ts';
 import { RESERVED_QUEUE } from '../scope.ts';
 import { isPushEligible, notifyTodoReady } from './doorbells.ts';
+import type { QueueStat } from '../metrics.ts';
+import type { AckedRing } from './rings.ts';
 import { rfc3339 } from './time.ts';
 
 export type TodoState = 'pending' | 'claimed' | 'done' | 'failed';
@@ -186,10 +188,38 @@ export async function listTodos(sql: Sql, endpointId: string, f: ListFilter): Pr
     limit ${f.limit}`;
 }
 
-export async function getTodo(sql: Sql | TxSql, endpointId: string, id: string): Promise<TodoRow | null> {
+/**
+ * Per known queue (any queue a todo used or an endpoint is granted): counts by state and the age
+ * of the oldest pending todo, for the metrics gauges. Self-test rows never count.
+ */
+export async function queueStatsUnscoped(sql: Sql, now: Date): Promise<QueueStat[]> {
+  const rows = await sql<QueueStat[]>`
+    with known as (
+      select distinct queue from todos where not synthetic
+      union select distinct unnest(scope_queues) from endpoints
+    )
+    select k.queue,
+      count(t.id) filter (where t.state = 'pending')::int as pending,
+      count(t.id) filter (where t.state = 'claimed')::int as claimed,
+      count(t.id) filter (where t.state = 'done')::int as done,
+      count(t.id) filter (where t.state = 'failed')::int as failed,
+      coalesce(extract(epoch from ${now}::timestamptz - min(t.created_at) filter (where t.state = 'pending')), 0)::float8 as oldest_pending_seconds
+    from known k left join todos t on t.queue = k.queue and not t.synthetic
+    where k.queue <> ${RESERVED_QUEUE}
+    group by k.queue order by k.queue`;
+  return [...rows];
+}
+
+export async function getTodo(
+  sql: Sql | TxSql,
+  endpointId: string,
+  id: string,
+  opts: { includeSynthetic?: boolean } = {},
+): Promise<TodoRow | null> {
   const [row] = await sql<TodoRow[]>`
     select *, event_id::text as event_id from todos
-    where id = ${id} and endpoint_id = ${endpointId} and queue <> ${RESERVED_QUEUE} and not synthetic`;
+    where id = ${id} and endpoint_id = ${endpointId} and queue <> ${RESERVED_QUEUE}
+      ${opts.includeSynthetic ? sql`` : sql`and not synthetic`}`;
   return row ?? null;
 }
 
@@ -208,9 +238,12 @@ export interface Caller {
 
 const todoNotFound = (id: string) => notFound(`no todo ${id} on this endpoint`);
 
-/** The caller's reach in one predicate: its endpoint, its granted queues, never the reserved queue. */
-const withinReach = (sql: Sql | TxSql, caller: Caller, id: string) => sql`
-  id = ${id} and endpoint_id = ${caller.endpointId} and not synthetic
+/**
+ * The caller's reach in one predicate: its endpoint, its granted queues, never the reserved queue,
+ * and no self-test todo unless the path opts in (only a claim by id does).
+ */
+const withinReach = (sql: Sql | TxSql, caller: Caller, id: string, opts: { includeSynthetic?: boolean } = {}) => sql`
+  id = ${id} and endpoint_id = ${caller.endpointId} ${opts.includeSynthetic ? sql`` : sql`and not synthetic`}
   and queue = any(${sql.array([...caller.queues])}::text[]) and queue <> ${RESERVED_QUEUE}`;
 
 /**
@@ -218,8 +251,14 @@ const withinReach = (sql: Sql | TxSql, caller: Caller, id: string) => sql`
  * endpoint: missing (or another endpoint's) → not_found, queue not granted → forbidden, otherwise
  * the todo exists but is in the wrong state → the conflict the caller describes.
  */
-async function refusal(sql: Sql | TxSql, caller: Caller, id: string, describeConflict: (t: TodoRow) => string): Promise<SwitchboardError> {
-  const row = await getTodo(sql, caller.endpointId, id);
+async function refusal(
+  sql: Sql | TxSql,
+  caller: Caller,
+  id: string,
+  describeConflict: (t: TodoRow) => string,
+  opts: { includeSynthetic?: boolean } = {},
+): Promise<SwitchboardError> {
+  const row = await getTodo(sql, caller.endpointId, id, opts);
   if (!row) return todoNotFound(id);
   if (!caller.queues.includes(row.queue)) return forbidden(`todo ${id} is in queue "${row.queue}", which this endpoint is not granted`);
   return conflict(describeConflict(row));
@@ -232,15 +271,51 @@ const claimable = (sql: Sql | TxSql, owner: string, now: Date) => sql`
        or (state = 'claimed' and lease_expires_at < ${now} and attempt < max_attempts)
        or (state = 'failed' and next_retry_at is not null and next_retry_at <= ${now} and attempt < max_attempts))`;
 
+/** What a self-test todo's claim completes it with, in the same statement. */
+export const SELF_TEST_RESULT = { self_test: true, note: 'no work needed' } as const;
+
+/**
+ * The claim's assignments on `todos t`. A self-test (synthetic) todo is completed by its claim
+ * instead of leased: proving the doorbell loop is the only work it asks for.
+ */
 const claimSet = (sql: Sql | TxSql, caller: Caller, now: Date, lease: number, leaseTokenHash: string | null) => sql`
-  state = 'claimed', owner = ${caller.owner},
-  claimed_session_id = ${caller.sessionId ?? null}, lease_token_hash = ${leaseTokenHash},
-  lease_expires_at = ${now}::timestamptz + make_interval(secs => ${lease}),
-  attempt = attempt + 1, claimed_at = ${now}, next_retry_at = null, updated_at = ${now}`;
+  state = case when t.synthetic then 'done' else 'claimed' end,
+  owner = ${caller.owner},
+  claimed_session_id = ${caller.sessionId ?? null},
+  lease_token_hash = case when t.synthetic then null else ${leaseTokenHash} end,
+  lease_expires_at = case when t.synthetic then null else ${now}::timestamptz + make_interval(secs => ${lease}) end,
+  result = case when t.synthetic then ${sql.json(SELF_TEST_RESULT)} else t.result end,
+  completed_at = case when t.synthetic then ${now}::timestamptz else t.completed_at end,
+  attempt = t.attempt + 1, claimed_at = ${now}, next_retry_at = null, updated_at = ${now}`;
+
+/** A claimed todo and the doorbell rings its claim acknowledged. */
+export type ClaimedTodo = TodoRow & { acked_rings: AckedRing[] };
+
+/**
+ * Wraps a claiming UPDATE (a CTE named `claimed` returning t.*) so that, in the same statement and
+ * so the same transaction, the claim acknowledges every open ring of that todo on that endpoint and
+ * every digest ring sent before it, and a self-test claim is stamped on its test report.
+ */
+const withAcknowledgements = (sql: Sql | TxSql, caller: Caller, now: Date) => sql`
+  acked as (
+    update doorbell_rings r set acked_at = ${now}, ack_via = 'claim', acked_session_id = ${caller.sessionId ?? null}
+    from claimed c
+    where r.endpoint_id = c.endpoint_id and r.acked_at is null
+      and ((r.kind <> 'digest' and r.todo_id = c.id) or (r.kind = 'digest' and r.sent_at <= ${now}))
+    returning r.kind, r.synthetic, r.unheard_at
+  ),
+  tested as (
+    update doorbell_tests d set claimed_at = ${now}
+    from claimed c where c.synthetic and d.todo_id = c.id and d.claimed_at is null
+    returning d.test_id
+  )
+  select c.*, c.event_id::text as event_id,
+    coalesce((select json_agg(json_build_object('kind', a.kind, 'synthetic', a.synthetic, 'late', a.unheard_at is not null)) from acked a), '[]'::json) as acked_rings
+  from claimed c`;
 
 /**
  * Claims one todo by id. With `leaseTokenHash` the claim is fenced: every later transition must
- * present the token whose hash this is.
+ * present the token whose hash this is. A self-test todo may be claimed this way (only this way).
  */
 export async function claimTodo(
   sql: Sql,
@@ -249,13 +324,21 @@ export async function claimTodo(
   leaseSecs: number,
   now: Date,
   leaseTokenHash: string | null = null,
-): Promise<TodoRow> {
-  const [row] = await sql<TodoRow[]>`
-    update todos set ${claimSet(sql, caller, now, leaseSecs, leaseTokenHash)}
-    where ${withinReach(sql, caller, id)} and ${claimable(sql, caller.owner, now)}
-    returning *, event_id::text as event_id`;
+): Promise<ClaimedTodo> {
+  const [row] = await sql<ClaimedTodo[]>`
+    with claimed as (
+      update todos t set ${claimSet(sql, caller, now, leaseSecs, leaseTokenHash)}
+      where ${withinReach(sql, caller, id, { includeSynthetic: true })} and ${claimable(sql, caller.owner, now)}
+      returning t.*
+    ), ${withAcknowledgements(sql, caller, now)}`;
   if (row) return row;
-  throw await refusal(sql, caller, id, () => `todo ${id} is not claimable (claimed by someone else, finished, or waiting for its retry)`);
+  throw await refusal(
+    sql,
+    caller,
+    id,
+    () => `todo ${id} is not claimable (claimed by someone else, finished, or waiting for its retry)`,
+    { includeSynthetic: true },
+  );
 }
 
 /** Claims the oldest claimable todo across the caller's queues, or returns null when none is. */
@@ -266,8 +349,8 @@ export async function claimNextTodo(
   leaseSecs: number,
   now: Date,
   leaseTokenHash: string | null = null,
-): Promise<TodoRow | null> {
-  const [row] = await sql<TodoRow[]>`
+): Promise<ClaimedTodo | null> {
+  const [row] = await sql<ClaimedTodo[]>`
     with picked as materialized (
       select id from todos
       where endpoint_id = ${caller.endpointId}
@@ -276,10 +359,11 @@ export async function claimNextTodo(
       order by created_at, seq
       limit 1
       for update skip locked
-    )
-    update todos t set ${claimSet(sql, caller, now, leaseSecs, leaseTokenHash)}
-    from picked where t.id = picked.id
-    returning t.*, t.event_id::text as event_id`;
+    ), claimed as (
+      update todos t set ${claimSet(sql, caller, now, leaseSecs, leaseTokenHash)}
+      from picked where t.id = picked.id
+      returning t.*
+    ), ${withAcknowledgements(sql, caller, now)}`;
   return row ?? null;
 }
 

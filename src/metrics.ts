@@ -1,0 +1,126 @@
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { VERSION } from './version.ts';
+
+/**
+ * The Prometheus registry (SPEC-0023) and every series. Identifiers are never labels; counters
+ * move after commit where the outcome is known; synthetic self-test rows never move any series.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly collectionErrors = new Counter({
+    name: 'switchboard_metrics_collection_errors_total',
+    help: 'Failures to collect or record a metric, by collector.',
+    labelNames: ['collector'] as const,
+    registers: [this.registry],
+  });
+  readonly ringsTotal = new Counter({
+    name: 'switchboard_doorbell_rings_total',
+    help: 'Doorbells written to a session (ring records created), by kind.',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+  readonly ringsAcknowledged = new Counter({
+    name: 'switchboard_doorbell_rings_acknowledged_total',
+    help: 'Rings acknowledged within their window, by kind and how (claim or ack).',
+    labelNames: ['kind', 'via'] as const,
+    registers: [this.registry],
+  });
+  readonly ringsUnheard = new Counter({
+    name: 'switchboard_doorbell_rings_unheard_total',
+    help: 'Rings whose window passed with no acknowledgement, by kind.',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+  constructor(opts: { unheardSessions: () => number; queueStats?: () => Promise<QueueStat[]> }) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'switchboard_process_' });
+    new Gauge({
+      name: 'switchboard_build_info',
+      help: 'The running build.',
+      labelNames: ['version'] as const,
+      registers: [this.registry],
+    }).set({ version: VERSION }, 1);
+    new Gauge({
+      name: 'switchboard_doorbell_unheard_sessions',
+      help: 'Sessions on this instance whose last 3 rings all went unheard.',
+      registers: [this.registry],
+      collect() {
+        this.set(opts.unheardSessions());
+      },
+    });
+    if (opts.queueStats) this.#registerQueueGauges(opts.queueStats);
+    // Every collector's error series exists at 0 from the first scrape.
+    for (const collector of ['doorbell_rings', 'queue']) this.collectionErrors.inc({ collector }, 0);
+    for (const kind of ['todo', 'digest']) {
+      this.ringsTotal.inc({ kind }, 0);
+      this.ringsUnheard.inc({ kind }, 0);
+      for (const via of ['claim', 'ack']) this.ringsAcknowledged.inc({ kind, via }, 0);
+    }
+  }
+
+  /**
+   * Queue gauges, computed at scrape time by one grouped query: every known queue by state, and
+   * the age of its oldest pending todo. Queue names pass a sticky cap (50 distinct, else
+   * "__other__"). If the query fails, the series are omitted and the error is counted.
+   */
+  #registerQueueGauges(stats: () => Promise<QueueStat[]>): void {
+    const errors = this.collectionErrors;
+    const label = stickyLabel(50);
+    let pending: Promise<QueueStat[] | null> | null = null;
+    const snapshot = () => {
+      pending ??= stats()
+        .catch(() => {
+          errors.inc({ collector: 'queue' });
+          return null;
+        })
+        .finally(() => setTimeout(() => (pending = null), 0));
+      return pending;
+    };
+    new Gauge({
+      name: 'switchboard_queue_todos',
+      help: 'Todos per queue and state (self-test todos excluded).',
+      labelNames: ['queue', 'state'] as const,
+      registers: [this.registry],
+      async collect() {
+        this.reset();
+        const rows = await snapshot();
+        if (!rows) return;
+        for (const r of rows) for (const state of ['pending', 'claimed', 'done', 'failed'] as const) this.inc({ queue: label(r.queue), state }, r[state]);
+      },
+    });
+    new Gauge({
+      name: 'switchboard_queue_oldest_pending_seconds',
+      help: 'Age of the oldest pending todo per queue (0 when none is pending).',
+      labelNames: ['queue'] as const,
+      registers: [this.registry],
+      async collect() {
+        this.reset();
+        const rows = await snapshot();
+        if (!rows) return;
+        const oldest = new Map<string, number>();
+        for (const r of rows) oldest.set(label(r.queue), Math.max(oldest.get(label(r.queue)) ?? 0, r.oldest_pending_seconds));
+        for (const [queue, age] of oldest) this.set({ queue }, age);
+      },
+    });
+  }
+}
+
+export interface QueueStat {
+  queue: string;
+  pending: number;
+  claimed: number;
+  done: number;
+  failed: number;
+  oldest_pending_seconds: number;
+}
+
+/** A label limiter: the first `cap` distinct values pass, later ones (or over-long ones) become "__other__". */
+function stickyLabel(cap: number): (value: string) => string {
+  const seen = new Set<string>();
+  return (value) => {
+    if (seen.has(value)) return value;
+    if (seen.size >= cap || Buffer.byteLength(value) > 128) return '__other__';
+    seen.add(value);
+    return value;
+  };
+}

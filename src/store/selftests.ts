@@ -1,0 +1,131 @@
+import type { Sql } from '../db/connect.ts';
+import { SwitchboardError } from '../errors.ts';
+import { rfc3339 } from './time.ts';
+import { newTodoId } from './todos.ts';
+
+export type Delivery = 'written' | 'no_session' | 'no_stream' | 'write_failed';
+
+export interface SelfTestRow {
+  test_id: string;
+  endpoint_id: string;
+  todo_id: string;
+  wait_seconds: number;
+  created_at: Date;
+  ring_due_at: Date;
+  expires_at: Date;
+  server_version: string;
+  stream_attached: boolean;
+  channel_capability: unknown;
+  delivering_instance: string | null;
+  delivery: Delivery | null;
+  delivered_at: Date | null;
+  delivered_session_id: string | null;
+  client_name: string | null;
+  ring_id: string | null;
+  claimed_at: Date | null;
+}
+
+export const TESTS_PER_HOUR = 6;
+/** A test's synthetic todo is deleted this long after its wait ends; its report lives 7 days more. */
+export const TEST_GRACE_MS = 5 * 60_000;
+
+export interface StartTest {
+  testId: string;
+  endpointId: string;
+  queue: string;
+  waitSeconds: number;
+  ringDueAt: Date;
+  serverVersion: string;
+  streamAttached: boolean;
+  channelCapability: unknown;
+}
+
+const rateLimited = (why: string, nextAllowed: Date, now: Date) =>
+  new SwitchboardError('rate_limited', `${why}; the next test is allowed at ${rfc3339(nextAllowed)}`, {
+    next_allowed_at: rfc3339(nextAllowed),
+    retry_after: Math.max(1, Math.ceil((nextAllowed.getTime() - now.getTime()) / 1000)),
+  });
+
+/**
+ * Starts a self-test: under a per-endpoint advisory lock, refuses a second outstanding test or a
+ * seventh in a rolling hour, then creates the synthetic todo (no event, so nothing else rings it)
+ * and the test's report row together.
+ */
+export async function startSelfTest(sql: Sql, t: StartTest, now: Date): Promise<SelfTestRow> {
+  return sql.begin(async (tx) => {
+    await tx`select pg_advisory_xact_lock(hashtext(${`doorbell_test:${t.endpointId}`}))`;
+    const [outstanding] = await tx<{ until: Date }[]>`
+      select coalesce(delivered_at, ring_due_at) + make_interval(secs => wait_seconds) as until
+      from doorbell_tests
+      where endpoint_id = ${t.endpointId} and claimed_at is null
+        and (delivery is null or (delivery = 'written' and delivered_at + make_interval(secs => wait_seconds) > ${now}))
+      order by created_at desc limit 1`;
+    if (outstanding) throw rateLimited('a self-test is already running on this endpoint', outstanding.until, now);
+    const recent = await tx<{ created_at: Date }[]>`
+      select created_at from doorbell_tests
+      where endpoint_id = ${t.endpointId} and created_at > ${now}::timestamptz - interval '1 hour'
+      order by created_at`;
+    if (recent.length >= TESTS_PER_HOUR) {
+      throw rateLimited(`at most ${TESTS_PER_HOUR} self-tests per hour`, new Date(recent[0]!.created_at.getTime() + 3_600_000), now);
+    }
+    const todoId = newTodoId();
+    await tx`
+      insert into todos (id, endpoint_id, queue, source, kind, title, payload, synthetic, created_at, updated_at)
+      values (${todoId}, ${t.endpointId}, ${t.queue}, 'switchboard', 'doorbell_test', 'Switchboard self-test: claim this todo',
+              ${tx.json({ self_test: true })}, true, ${now}, ${now})`;
+    const expiresAt = new Date(t.ringDueAt.getTime() + t.waitSeconds * 1000 + TEST_GRACE_MS);
+    const [row] = await tx<SelfTestRow[]>`
+      insert into doorbell_tests (test_id, endpoint_id, todo_id, wait_seconds, created_at, ring_due_at, expires_at,
+                                  server_version, stream_attached, channel_capability)
+      values (${t.testId}, ${t.endpointId}, ${todoId}, ${t.waitSeconds}, ${now}, ${t.ringDueAt}, ${expiresAt},
+              ${t.serverVersion}, ${t.streamAttached}, ${tx.json(t.channelCapability as never)})
+      returning *`;
+    return row!;
+  });
+}
+
+/** The report row of one test of one endpoint; another endpoint's answers like a missing one. */
+export async function getSelfTest(sql: Sql, endpointId: string, testId: string): Promise<SelfTestRow | null> {
+  const [row] = await sql<SelfTestRow[]>`select * from doorbell_tests where test_id = ${testId} and endpoint_id = ${endpointId}`;
+  return row ?? null;
+}
+
+/** Takes the test ring for this instance; only one instance ever rings a test. */
+export async function takeTestDelivery(sql: Sql, testId: string, instanceId: string): Promise<SelfTestRow | null> {
+  const [row] = await sql<SelfTestRow[]>`
+    update doorbell_tests set delivering_instance = ${instanceId}
+    where test_id = ${testId} and delivering_instance is null and delivery is null
+    returning *`;
+  return row ?? null;
+}
+
+export async function recordTestDelivery(
+  sql: Sql,
+  testId: string,
+  d: { delivery: Delivery; at: Date; sessionId: string | null; clientName: string | null; ringId: string | null },
+): Promise<void> {
+  await sql`
+    update doorbell_tests set delivery = ${d.delivery}, delivered_at = ${d.at}, delivered_session_id = ${d.sessionId},
+      client_name = ${d.clientName}, ring_id = ${d.ringId}
+    where test_id = ${testId} and delivery is null`;
+}
+
+/** When no instance took the ring in time: nothing was attached to ring. */
+export async function settleUndeliveredTest(sql: Sql, testId: string, now: Date): Promise<boolean> {
+  const rows = await sql`
+    update doorbell_tests set delivery = 'no_session', delivered_at = ${now}
+    where test_id = ${testId} and delivery is null and delivering_instance is null returning 1`;
+  return rows.length === 1;
+}
+
+/**
+ * Housekeeping in single statements, safe on every instance at once: synthetic todos of expired
+ * tests go (claimed or not), reports 7 days after their test expired, rings 7 days after sending.
+ */
+export async function cleanUpSelfTestsUnscoped(sql: Sql, now: Date): Promise<{ todos: number; reports: number }> {
+  const todos = await sql`
+    delete from todos t using doorbell_tests d
+    where t.synthetic and d.todo_id = t.id and d.expires_at <= ${now} returning 1`;
+  const reports = await sql`delete from doorbell_tests where expires_at < ${now}::timestamptz - interval '7 days' returning 1`;
+  return { todos: todos.length, reports: reports.length };
+}
