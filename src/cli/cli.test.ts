@@ -189,6 +189,49 @@ describe('switchboard login / logout', () => {
   });
 });
 
+describe('switchboard doctor', () => {
+  it('proves the loop against a listening agent: prints pass and exits 0', async () => {
+    await run(['admin', 'human', 'add', 'doc']);
+    const token = (await run(['admin', 'token', 'create', 'doc'])).out.trim();
+    const env = { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: token };
+    const vend = JSON.parse((await run(['endpoint', 'vend', 'listener', '--json'], env)).out) as { slug: string; token: string; mcp_url: string };
+    const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+    const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+    const agent = new Client({ name: 'claude-code', version: '2.1.0' });
+    agent.fallbackNotificationHandler = async (n) => {
+      const meta = (n.params as { meta?: Record<string, string> }).meta;
+      if (meta?.todo_id) await agent.callTool({ name: 'claim', arguments: { id: meta.todo_id } });
+    };
+    const transport = new StreamableHTTPClientTransport(new URL(vend.mcp_url), { requestInit: { headers: { Authorization: `Bearer ${vend.token}` } } });
+    await agent.connect(transport);
+    try {
+      const deadline = Date.now() + 5000;
+      while (!app.sessions.all().some((s) => s.id === transport.sessionId && s.stream) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      const r = await run(['doctor', vend.slug, '--wait', '30s'], env);
+      expect(r.err).toBe('');
+      expect(r.code).toBe(0);
+      expect(r.out).toContain('credentials for');
+      expect(r.out).toMatch(new RegExp(`${vend.slug}\\s+active\\s+in\\s+1\\s+0`));
+      expect(r.out).toContain('verdict: pass');
+      expect(r.out).toMatch(/claimed within [\d.]+ s of the doorbell/);
+    } finally {
+      await agent.close();
+    }
+  }, 30_000);
+
+  it("exits 1 naming a missing endpoint, and 2 on a bad --wait", async () => {
+    await run(['admin', 'human', 'add', 'doc2']);
+    const env = { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: (await run(['admin', 'token', 'create', 'doc2'])).out.trim() };
+    const missing = await run(['doctor', 'nobody-00000000'], env);
+    expect(missing.code).toBe(1);
+    expect(missing.err).toContain('endpoint nobody-00000000 was not found');
+    expect((await run(['doctor', '--wait', '5s'], env)).code).toBe(2);
+    const plain = await run(['doctor', '--json'], env);
+    expect(plain.code).toBe(0);
+    expect(JSON.parse(plain.out)).toMatchObject({ credentials: { live: true }, server: { warning: null }, endpoints: [] });
+  });
+});
+
 describe('the installed bin', () => {
   it('runs from bin/switchboard.js', async () => {
     const { stdout } = await promisify(execFile)(process.execPath, ['bin/switchboard.js', '--version']);

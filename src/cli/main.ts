@@ -3,6 +3,7 @@ import { isSwitchboardError } from '../errors.ts';
 import { VERSION } from '../version.ts';
 import { registerAdminCommands } from './admin.ts';
 import type { CliContext } from './context.ts';
+import { registerDoctorCommand } from './doctor.ts';
 import { registerEndpointCommands } from './endpoint.ts';
 import { CliError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, processIo } from './output.ts';
 import { registerServeCommands } from './serve.ts';
@@ -33,6 +34,7 @@ Server side (on the host, same environment as serve):
 Client side (SWITCHBOARD_URL + SWITCHBOARD_TOKEN, or switchboard login):
   switchboard endpoint vend review-bot --queue reviews
   switchboard todo push review-bot-3fa91c0d "Review PR 12" --queue reviews --payload '{"pr":12}'
+  switchboard doctor review-bot-3fa91c0d   prove the doorbell loop end to end
 
 Exit codes: 0 ok, 1 refused or failed, 2 usage error.`,
   );
@@ -41,6 +43,7 @@ Exit codes: 0 ok, 1 refused or failed, 2 usage error.`,
   registerSessionCommands(program, ctx);
   registerEndpointCommands(program, ctx);
   registerTodoCommands(program, ctx);
+  registerDoctorCommand(program, ctx);
   for (const c of program.commands) applyExitOverride(c, ctx);
   return program;
 }

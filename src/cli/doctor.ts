@@ -1,0 +1,146 @@
+import type { Command } from 'commander';
+import { VERSION } from '../version.ts';
+import { ApiClient } from './client.ts';
+import type { CliContext } from './context.ts';
+import { loadCredentials } from './credentials.ts';
+import { CliError, EXIT_FAILURE, printJson, printTable, processIo, usageError } from './output.ts';
+
+interface EndpointRow {
+  slug: string;
+  state: string;
+  presence: { presence: string; source: string };
+  sessions: number;
+  unheard_sessions: number;
+}
+
+interface Report {
+  test_id: string;
+  verdict: string;
+  wait_seconds: number;
+  delivered: { written: boolean; at: string | null; session_id: string | null };
+  claimed_within_seconds: number | null;
+  stream_attached: boolean;
+  hints: string[];
+}
+
+/** `60`, `60s`, `2m`, `1m30s` → seconds, within the self-test's 10-300 s. */
+export function parseWait(raw: string): number {
+  const m = /^(?:(\d+)m)?(?:(\d+)s?)?$/.exec(raw.trim());
+  const seconds = m && (m[1] || m[2]) ? Number(m[1] ?? 0) * 60 + Number(m[2] ?? 0) : NaN;
+  if (!Number.isInteger(seconds) || seconds < 10 || seconds > 300) throw usageError(`--wait: ${JSON.stringify(raw)} must be 10s to 300s (e.g. 60s, 2m)`);
+  return seconds;
+}
+
+const majorMinor = (v: string) => v.replace(/^v/, '').split('.').slice(0, 2).join('.');
+function olderThan(a: string, b: string): boolean {
+  const pa = a.replace(/^v/, '').split('.').map(Number);
+  const pb = b.replace(/^v/, '').split('.').map(Number);
+  for (let i = 0; i < 3; i++) if ((pa[i] ?? 0) !== (pb[i] ?? 0)) return (pa[i] ?? 0) < (pb[i] ?? 0);
+  return false;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * switchboard doctor (SPEC-0025 REQ-10): the CLI and its credentials, the server's version, the
+ * endpoints with their attached and unheard sessions, and with REF a live self-test polled once a
+ * second until it has a verdict.
+ */
+export function registerDoctorCommand(program: Command, ctx: CliContext): void {
+  program
+    .command('doctor')
+    .description('check the whole loop: credentials, server version, sessions, and (with REF) a live doorbell self-test')
+    .argument('[ref]', 'an endpoint slug or id to run the self-test on')
+    .option('--wait <duration>', 'how long the agent has to claim the test todo (10s to 300s)', '60s')
+    .option('--json', 'print one JSON document instead of progress')
+    .action(async (ref: string | undefined, opts: { wait: string; json?: boolean }) => {
+      const wait = parseWait(opts.wait);
+      const io = ctx.io;
+      const say = (line: string) => !opts.json && io.out(`${line}\n`);
+      const out: Record<string, unknown> = { cli: { version: VERSION } };
+      let healthy = true;
+
+      // 1. The CLI and its credentials.
+      const creds = await loadCredentials(ctx.env);
+      const api = new ApiClient(creds);
+      say(`switchboard ${VERSION}`);
+      try {
+        const me = await api.get<{ handle: string }>('/me');
+        out.credentials = { live: true, url: creds.url, handle: me.handle };
+        say(`✓ credentials for ${creds.url} are live (signed in as ${me.handle})`);
+      } catch (e) {
+        out.credentials = { live: false, url: creds.url, error: (e as Error).message };
+        if (opts.json) printJson(io, out);
+        throw new CliError(`credentials for ${creds.url} do not work: ${(e as Error).message}`);
+      }
+
+      // 2. The server's version.
+      const health = await fetch(`${creds.url}/healthz`, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(10_000) })
+        .then((r) => r.json() as Promise<{ status: string; version?: string }>)
+        .catch(() => null);
+      const serverVersion = health?.version ?? null;
+      const skew =
+        serverVersion === null
+          ? 'the server does not report its version'
+          : olderThan(serverVersion, VERSION)
+            ? `the server (${serverVersion}) is older than this CLI (${VERSION})`
+            : majorMinor(serverVersion) !== majorMinor(VERSION)
+              ? `the server (${serverVersion}) and this CLI (${VERSION}) differ in major or minor version`
+              : null;
+      out.server = { version: serverVersion, warning: skew };
+      say(skew ? `! ${skew}` : `✓ server ${serverVersion}`);
+
+      // 3. Endpoints with their sessions.
+      const endpoints = await api.get<EndpointRow[]>('/endpoints');
+      out.endpoints = endpoints.map((e) => ({ slug: e.slug, state: e.state, presence: e.presence.presence, sessions: e.sessions, unheard_sessions: e.unheard_sessions }));
+      if (!opts.json) {
+        if (endpoints.length === 0) io.out('No endpoints.\n');
+        else {
+          printTable(
+            io,
+            ['ENDPOINT', 'STATE', 'PRESENCE', 'SESSIONS', 'UNHEARD'],
+            endpoints.map((e) => [e.slug, e.state, e.state === 'active' ? e.presence.presence : '-', e.sessions, e.unheard_sessions]),
+          );
+          io.out('(sessions are counted on the instance that answered)\n');
+        }
+      }
+
+      // 4. The live self-test.
+      if (ref !== undefined) {
+        const path = `/endpoints/${encodeURIComponent(ref)}/doorbell-tests`;
+        let start: { test_id: string; report_after: string };
+        try {
+          start = (await api.request<{ test_id: string; report_after: string }>('POST', path, { wait_seconds: wait })).body;
+        } catch (e) {
+          if (opts.json) printJson(io, { ...out, test: { error: (e as Error).message } });
+          throw new CliError(/not_found/.test((e as Error).message) ? `endpoint ${ref} was not found among yours` : (e as Error).message);
+        }
+        say(`Self-test ${start.test_id} on ${ref}: ringing in about 2 s; the agent has ${wait} s to claim the test todo.`);
+        const deadline = Date.now() + (wait + 20) * 1000;
+        const tty = !opts.json && io === processIo && Boolean(process.stdout.isTTY);
+        let report: Report;
+        let tick = 0;
+        for (;;) {
+          report = await api.get<Report>(`${path}/${start.test_id}`);
+          if (report.verdict !== 'pending' || Date.now() > deadline) break;
+          const left = Math.max(0, Math.ceil((Date.parse(start.report_after) - Date.now()) / 1000));
+          const line = `waiting for the agent to claim… ${left}s left`;
+          if (tty) io.out(`\r${'⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏'[tick % 10]} ${line}   `);
+          else if (tick % 10 === 0) say(line);
+          tick++;
+          await sleep(1000);
+        }
+        if (tty) io.out('\r\x1b[2K');
+        out.test = report;
+        if (!opts.json) {
+          io.out(`verdict: ${report.verdict}\n`);
+          io.out(`  written: ${report.delivered.written ? `yes, at ${report.delivered.at}` : 'no'}\n`);
+          if (report.claimed_within_seconds !== null) io.out(`  claimed within ${report.claimed_within_seconds} s of the doorbell\n`);
+          for (const h of report.hints) io.out(`  - ${h}\n`);
+        }
+        healthy = healthy && report.verdict === 'pass';
+      }
+      if (opts.json) printJson(io, out);
+      if (!healthy) throw new CliError('the self-test did not pass', EXIT_FAILURE);
+    });
+}
