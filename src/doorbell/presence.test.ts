@@ -143,6 +143,7 @@ describe('held doorbells', () => {
     app.clock.advance(30 * 60_000);
     await sweep();
     expect(await todoRow(id)).toMatchObject({ ring_attempts: 0, last_ringed_at: null, state: 'pending' });
+    expect((await a.call('list_todos')).todos.map((t: { id: string }) => t.id)).toEqual([id]);
     expect(await a.call('claim_next')).toMatchObject({ empty: false, todo: { id } });
   });
 
