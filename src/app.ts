@@ -12,6 +12,9 @@ import { DoorbellAcks, UNHEARD_SWEEP_INTERVAL_MS } from './doorbell/acks.ts';
 import { Doorbell } from './doorbell/doorbell.ts';
 import { SELF_TEST_CLEANUP_INTERVAL_MS, SelfTests } from './doorbell/selftest.ts';
 import { Metrics } from './metrics.ts';
+import { SecretBox } from './crypto-box.ts';
+import { Webhooks } from './ingest/webhooks.ts';
+import { countSignedWebhooksUnscoped } from './store/webhooks.ts';
 import { PRESENCE_EVALUATOR_INTERVAL_MS, PresenceService } from './doorbell/presence.ts';
 import { SWEEP_INTERVAL_MS, sweepOnce } from './doorbell/sweep.ts';
 import { EndpointCredentials } from './mcp/credentials.ts';
@@ -85,6 +88,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
     acks,
     ackWindowMs: config.doorbellAckWindowMs,
   });
+  const webhooks = new Webhooks(sql, clock, new SecretBox(config.secretEncryptionKey), () => baseUrl);
   const selfTests = new SelfTests(sql, clock, log, sessions, doorbell, {
     ringDelayMs: opts.selfTestRingDelayMs,
     notify: async (testId) => void (await sql`select pg_notify('doorbell_test', ${testId})`),
@@ -95,10 +99,10 @@ export async function startApp(opts: AppOptions): Promise<App> {
     return sessions.closeEndpoint(endpointId, 'endpoint revoked');
   };
   let wakeups: { stop(): Promise<void> } | undefined;
+  let baseUrl = config.baseUrl;
 
   try {
     await migrate(sql, { onApply: (file) => log.info({ file }, 'migration applied') });
-    let baseUrl = config.baseUrl;
     server = buildServer({
       sql,
       clock,
@@ -109,6 +113,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       presence,
       acks,
       selfTests,
+      webhooks,
       metrics,
       metricsToken: config.metricsToken,
       sessionCounts: (endpointId) => {
@@ -177,6 +182,9 @@ export async function startApp(opts: AppOptions): Promise<App> {
       loops.push(
         runEvery('session-janitor', SESSION_JANITOR_INTERVAL_MS, async () => sessions.expireIdle(), { signal: shutdown.signal, log }),
       );
+    }
+    if (!config.secretEncryptionKey && (await countSignedWebhooksUnscoped(sql)) > 0) {
+      log.warn('webhook signing secrets are stored unencrypted: set SWITCHBOARD_SECRET_ENCRYPTION_KEY (32 bytes, hex or base64) and rotate each signed webhook');
     }
     log.info({ addr: url, base_url: baseUrl, version: VERSION, database: db.description }, 'switchboard listening');
 

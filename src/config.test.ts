@@ -24,6 +24,7 @@ describe('loadConfig', () => {
       logLevel: 'info',
       doorbellAckWindowMs: 15 * 60_000,
       metricsToken: undefined,
+      secretEncryptionKey: null,
     });
   });
 
@@ -60,6 +61,8 @@ describe('loadConfig', () => {
     ['SWITCHBOARD_DOORBELL_ACK_WINDOW', { SWITCHBOARD_DOORBELL_ACK_WINDOW: '7h' }],
     ['SWITCHBOARD_DOORBELL_ACK_WINDOW', { SWITCHBOARD_DOORBELL_ACK_WINDOW: 'soon' }],
     ['SWITCHBOARD_METRICS_TOKEN', { SWITCHBOARD_METRICS_TOKEN: 'short' }],
+    ['SWITCHBOARD_SECRET_ENCRYPTION_KEY', { SWITCHBOARD_SECRET_ENCRYPTION_KEY: 'abcd' }],
+    ['SWITCHBOARD_SECRET_ENCRYPTION_KEY', { SWITCHBOARD_SECRET_ENCRYPTION_KEY: 'z'.repeat(64) }],
     ['SWITCHBOARD_METRICS_TOKEN', { SWITCHBOARD_METRICS_TOKEN: 'a b'.repeat(20) }],
   ])('refuses a bad %s and names it', (variable, env) => {
     const e = fails(env);

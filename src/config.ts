@@ -1,4 +1,5 @@
 import { homedir } from 'node:os';
+import { decodeKey } from './crypto-box.ts';
 import { join } from 'node:path';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
@@ -18,6 +19,8 @@ export interface Config {
   doorbellAckWindowMs: number;
   /** The scrape credential for GET /metrics; undefined keeps /metrics closed. */
   metricsToken: string | undefined;
+  /** AES-256-GCM key for webhook signing secrets at rest; null keeps them as plaintext. */
+  secretEncryptionKey: Buffer | null;
 }
 
 export class ConfigError extends Error {
@@ -127,6 +130,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     if (!/^[\x21-\x7e]+$/.test(metricsToken)) throw new ConfigError('SWITCHBOARD_METRICS_TOKEN', 'must be printable ASCII without spaces');
   }
 
+  const keyRaw = nonEmpty('SWITCHBOARD_SECRET_ENCRYPTION_KEY');
+  const secretEncryptionKey = keyRaw === undefined ? null : decodeKey(keyRaw);
+  if (keyRaw !== undefined && secretEncryptionKey === null) {
+    throw new ConfigError('SWITCHBOARD_SECRET_ENCRYPTION_KEY', 'must decode (hex or base64) to exactly 32 bytes (try: openssl rand -hex 32)');
+  }
+
   return {
     databaseUrl,
     listenHost: host,
@@ -137,5 +146,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: levelRaw as LogLevel,
     doorbellAckWindowMs,
     metricsToken,
+    secretEncryptionKey,
   };
 }

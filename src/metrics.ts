@@ -32,6 +32,19 @@ export class Metrics {
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
+  readonly webhookDeliveries = new Counter({
+    name: 'switchboard_webhook_deliveries_total',
+    help: 'Webhook deliveries by provider, trust mode and verdict (accepted or rejected; a redelivery is accepted).',
+    labelNames: ['provider', 'trust_mode', 'verdict'] as const,
+    registers: [this.registry],
+  });
+  readonly webhookVerifyFailures = new Counter({
+    name: 'switchboard_webhook_verify_failures_total',
+    help: 'Signed deliveries refused, by provider and reason.',
+    labelNames: ['provider', 'reason'] as const,
+    registers: [this.registry],
+  });
+
   constructor(opts: { unheardSessions: () => number; queueStats?: () => Promise<QueueStat[]> }) {
     collectDefaultMetrics({ register: this.registry, prefix: 'switchboard_process_' });
     new Gauge({

@@ -22,6 +22,8 @@ import { humanGuard } from './auth.ts';
 import { registerDoorbellTestRoutes } from './doorbell-tests.ts';
 import { registerPresenceRoutes } from './presence.ts';
 import type { SelfTests } from '../doorbell/selftest.ts';
+import type { Webhooks } from '../ingest/webhooks.ts';
+import { registerWebhookRoutes } from './webhooks.ts';
 import { sendError } from './errors.ts';
 import { RateLimiter } from './rate-limit.ts';
 import { parseInput } from '../validate.ts';
@@ -37,6 +39,7 @@ export interface ApiDeps {
   onTodoReady?: (todo: TodoRow) => void;
   presence: PresenceService;
   selfTests: SelfTests;
+  webhooks: Webhooks;
   /** Instance-local: how many sessions of the endpoint are attached here, and how many are unheard. */
   sessionCounts?: (endpointId: string) => { sessions: number; unheard_sessions: number };
 }
@@ -245,6 +248,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
 
       registerPresenceRoutes(api, { sql, clock, presence: deps.presence });
       registerDoorbellTestRoutes(api, { sql, selfTests: deps.selfTests });
+      registerWebhookRoutes(api, { sql, webhooks: deps.webhooks });
 
       api.get('/endpoints/:ref/todos', async (req) => {
         const endpoint = await resolveOwnEndpoint(sql, human(req).id, ref(req));

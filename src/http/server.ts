@@ -7,6 +7,8 @@ import { registerMcp } from '../mcp/transport.ts';
 import type { DoorbellAcks } from '../doorbell/acks.ts';
 import type { PresenceService } from '../doorbell/presence.ts';
 import type { SelfTests } from '../doorbell/selftest.ts';
+import type { Webhooks } from '../ingest/webhooks.ts';
+import { registerIngest } from './ingest.ts';
 import type { Metrics } from '../metrics.ts';
 import { constantTimeEqual } from '../secrets.ts';
 import type { EndpointCredentials } from '../mcp/credentials.ts';
@@ -27,6 +29,7 @@ export interface ServerDeps {
   presence: PresenceService;
   acks: DoorbellAcks;
   selfTests: SelfTests;
+  webhooks: Webhooks;
   metrics: Metrics;
   /** The scrape credential; undefined keeps /metrics closed. */
   metricsToken: string | undefined;
@@ -109,7 +112,16 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     onTodoReady: deps.onTodoReady,
     presence: deps.presence,
     selfTests: deps.selfTests,
+    webhooks: deps.webhooks,
     sessionCounts: deps.sessionCounts,
+  });
+  registerIngest(app, {
+    sql: deps.sql,
+    clock: deps.clock,
+    log: deps.log,
+    metrics: deps.metrics,
+    webhooks: deps.webhooks,
+    onTodoReady: deps.onTodoReady,
   });
   registerMcp(app, {
     sql: deps.sql,
@@ -120,6 +132,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     presence: deps.presence,
     acks: deps.acks,
     selfTests: deps.selfTests,
+    webhooks: deps.webhooks,
     allowedHosts: deps.allowedHosts,
     limits: deps.mcpLimits,
   });

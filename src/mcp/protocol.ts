@@ -4,6 +4,8 @@ import { SwitchboardError } from '../errors.ts';
 import type { DoorbellAcks } from '../doorbell/acks.ts';
 import type { PresenceService } from '../doorbell/presence.ts';
 import type { SelfTests } from '../doorbell/selftest.ts';
+import type { Webhooks } from '../ingest/webhooks.ts';
+import { webhookTools } from './webhook-verbs.ts';
 import type { Logger } from '../log.ts';
 import { VERSION } from '../version.ts';
 import { drainTools } from './drain.ts';
@@ -65,10 +67,11 @@ export interface ProtocolDeps {
   presence: PresenceService;
   acks: DoorbellAcks;
   selfTests: SelfTests;
+  webhooks: Webhooks;
 }
 
 /** Every verb an endpoint can be granted, by name. */
-const GRANTABLE_TOOLS = new Map<string, Tool>(drainTools.map((t) => [t.name, t]));
+const GRANTABLE_TOOLS = new Map<string, Tool>([...drainTools, ...webhookTools].map((t) => [t.name, t]));
 /** Verbs every active endpoint has, whatever its scope (the presence and self-test verbs join here). */
 const SELF_TOOLS = new Map<string, Tool>([...presenceTools, ...doorbellSelfTools].map((t) => [t.name, t]));
 

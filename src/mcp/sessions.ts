@@ -10,6 +10,8 @@ export interface SessionEndpoint {
   agentId: string;
   queues: readonly string[];
   verbs: readonly string[];
+  /** How many webhooks its agent may manage itself. */
+  webhookMax: number;
 }
 
 export interface ClientInfo {

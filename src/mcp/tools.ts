@@ -5,6 +5,7 @@ import { SwitchboardError, isSwitchboardError } from '../errors.ts';
 import type { DoorbellAcks } from '../doorbell/acks.ts';
 import type { PresenceService } from '../doorbell/presence.ts';
 import type { SelfTests } from '../doorbell/selftest.ts';
+import type { Webhooks } from '../ingest/webhooks.ts';
 import type { Logger } from '../log.ts';
 import { parseInput } from '../validate.ts';
 import type { Session } from './sessions.ts';
@@ -16,6 +17,7 @@ export interface ToolContext {
   presence: PresenceService;
   acks: DoorbellAcks;
   selfTests: SelfTests;
+  webhooks: Webhooks;
   session: Session;
 }
 

@@ -817,7 +817,7 @@ describe('GET stream', () => {
 
   it('sends a keepalive comment at the registry\'s interval', async () => {
     const registry = new SessionRegistry(new ManualClock(), { keepaliveMs: 50 });
-    const session = registry.create({ id: 'ep-keepalive', slug: 'keepalive', agentId: 'agent', queues: ['q'], verbs: [] }, '2025-11-25', {
+    const session = registry.create({ id: 'ep-keepalive', slug: 'keepalive', agentId: 'agent', queues: ['q'], verbs: [], webhookMax: 1 }, '2025-11-25', {
       name: 'test',
       version: '1',
     });

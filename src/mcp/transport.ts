@@ -24,6 +24,7 @@ import {
 import type { DoorbellAcks } from '../doorbell/acks.ts';
 import type { PresenceService } from '../doorbell/presence.ts';
 import type { SelfTests } from '../doorbell/selftest.ts';
+import type { Webhooks } from '../ingest/webhooks.ts';
 import type { EndpointCredentials } from './credentials.ts';
 import type { Session, SessionEndpoint, SessionRegistry } from './sessions.ts';
 
@@ -43,6 +44,7 @@ export interface McpDeps {
   presence: PresenceService;
   acks: DoorbellAcks;
   selfTests: SelfTests;
+  webhooks: Webhooks;
   /** Hostnames a loopback listener accepts in Host (the DNS-rebinding guard); undefined disables it. */
   allowedHosts?: readonly string[];
   limits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
@@ -134,6 +136,7 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
         agentId: endpoint.agent_id,
         queues: endpoint.scope_queues,
         verbs: endpoint.scope_verbs,
+        webhookMax: endpoint.webhook_max,
       };
     });
 

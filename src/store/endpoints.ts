@@ -22,6 +22,7 @@ export interface Endpoint {
   override_until: Date | null;
   override_set_at: Date | null;
   override_by: string | null;
+  webhook_max: number;
 }
 
 const MAX_AGENT_NAME = 100;
@@ -31,7 +32,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const endpointColumns = (sql: Sql | TxSql) => sql`
   e.id, e.agent_id, a.name as agent_name, a.owner_human_id, e.slug, e.credential_prefix,
   e.scope_queues, e.scope_verbs, e.state, e.created_at, e.revoked_at, e.last_seen_at,
-  e.shift, e.presence_override, e.override_until, e.override_set_at, e.override_by`;
+  e.shift, e.presence_override, e.override_until, e.override_set_at, e.override_by, e.webhook_max`;
 
 /** Lowercase, every run of other characters becomes one '-', trimmed, then '-' + 8 random hex. */
 export function makeSlug(agentName: string): string {

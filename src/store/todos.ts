@@ -100,6 +100,9 @@ export interface EventInput {
   contentType?: string | null;
   headers?: Record<string, string>;
   payload?: Buffer | null;
+  /** The webhook that received it, and the endpoint that owns that webhook (or was pushed to). */
+  webhookId?: string | null;
+  endpointId?: string | null;
 }
 
 export interface NewTodo {
@@ -132,10 +135,11 @@ export async function insertEventAndTodo(
   return sql.begin(async (tx) => {
     const [ev] = await tx<{ id: string }[]>`
       insert into events (source, family, event_type, external_id, trust_mode, verified, verify_detail,
-                          content_type, headers, payload, payload_size, received_at)
+                          content_type, headers, payload, payload_size, webhook_id, endpoint_id, received_at)
       values (${event.source}, ${event.family}, ${event.eventType ?? null}, ${event.externalId ?? null},
               ${event.trustMode}, ${event.verified}, ${event.verifyDetail ?? null}, ${event.contentType ?? null},
-              ${tx.json(event.headers ?? {})}, ${event.payload ?? null}, ${event.payload?.length ?? 0}, ${now})
+              ${tx.json(event.headers ?? {})}, ${event.payload ?? null}, ${event.payload?.length ?? 0},
+              ${event.webhookId ?? null}, ${event.endpointId ?? todo.endpointId}, ${now})
       returning id::text as id`;
     const key = todo.idempotencyKey ? todo.idempotencyKey : null;
     const [inserted] = await tx<TodoRow[]>`

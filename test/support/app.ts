@@ -3,7 +3,7 @@ import { ManualClock } from '../../src/clock.ts';
 import { loadConfig } from '../../src/config.ts';
 import { connect, type Sql } from '../../src/db/connect.ts';
 import { migrate } from '../../src/db/migrate.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger, type Logger } from '../../src/log.ts';
 import { addHuman, createToken } from '../../src/store/humans.ts';
 import { createTestDatabase } from './database.ts';
 
@@ -22,10 +22,25 @@ export async function migratedDatabase(): Promise<{ url: string; sql: Sql; drop(
   };
 }
 
+export interface TestAppOptions {
+  /** Extra configuration variables (e.g. SWITCHBOARD_METRICS_TOKEN). */
+  env?: Record<string, string>;
+  /** How long after test_doorbell the test doorbell is written. */
+  selfTestRingDelayMs?: number;
+  /** A logger to capture the app's log lines (default: silent). */
+  log?: Logger;
+}
+
 /** A real server on a free port over the given database, with a manual clock and no background loops. */
-export async function startTestApp(databaseUrl: string, clock = new ManualClock()): Promise<App & { clock: ManualClock }> {
-  const config = loadConfig({ SWITCHBOARD_DATABASE_URL: databaseUrl, SWITCHBOARD_LISTEN: '127.0.0.1:0' });
-  const app = await startApp({ config, clock, log: createLogger('silent'), loops: false });
+export async function startTestApp(databaseUrl: string, clock = new ManualClock(), opts: TestAppOptions = {}): Promise<App & { clock: ManualClock }> {
+  const config = loadConfig({ ...opts.env, SWITCHBOARD_DATABASE_URL: databaseUrl, SWITCHBOARD_LISTEN: '127.0.0.1:0' });
+  const app = await startApp({
+    config,
+    clock,
+    log: opts.log ?? createLogger('silent'),
+    loops: false,
+    selfTestRingDelayMs: opts.selfTestRingDelayMs,
+  });
   return Object.assign(app, { clock });
 }
 

@@ -1,0 +1,53 @@
+import { z } from 'zod';
+import { getEndpointWebhook } from '../store/webhooks.ts';
+import { defineTool, type Tool, type ToolContext } from './tools.ts';
+
+/**
+ * Webhook verbs (granted per endpoint, never by default): an agent manages its own endpoint's
+ * webhooks within the ceiling it was vended with. Secrets and ingest URLs are shown only when
+ * minted.
+ */
+const owner = (ctx: ToolContext) => ({ id: ctx.session.endpoint.id, slug: ctx.session.endpoint.slug, queues: ctx.session.endpoint.queues });
+const webhookId = z.string({ error: 'is required: a webhook id' }).uuid('must be a webhook id');
+
+export const webhookTools: Tool[] = [
+  defineTool({
+    name: 'create_webhook',
+    description:
+      'Create a webhook on this endpoint: source_type github or gitea (signed; you get a signing_secret once) or generic (the URL is the credential), delivering into target_queue (one of your queues). Returns ingest_url once: store it.',
+    input: z
+      .object({
+        source_type: z.enum(['github', 'gitea', 'generic'], { error: 'must be github, gitea or generic' }),
+        target_queue: z.string({ error: 'must be a string' }).optional(),
+      })
+      .strict(),
+    async run(ctx, args) {
+      return ctx.webhooks.create(owner(ctx), args, 'agent', ctx.session.endpoint.webhookMax);
+    },
+  }),
+  defineTool({
+    name: 'list_webhooks',
+    description: "This endpoint's webhooks (never their secrets or full URLs) and the ceiling.",
+    input: z.object({}).strict(),
+    async run(ctx) {
+      const webhooks = await ctx.webhooks.list(ctx.session.endpoint.id);
+      return { webhooks, ceiling: { max: ctx.session.endpoint.webhookMax, used: webhooks.length, queues: ctx.session.endpoint.queues } };
+    },
+  }),
+  defineTool({
+    name: 'rotate_webhook',
+    description: 'Mint a new ingest URL and (signed webhooks) a new secret; the old ones stop working at once.',
+    input: z.object({ webhook_id: webhookId }).strict(),
+    async run(ctx, args) {
+      return ctx.webhooks.rotate(await getEndpointWebhook(ctx.sql, ctx.session.endpoint.id, args.webhook_id));
+    },
+  }),
+  defineTool({
+    name: 'delete_webhook',
+    description: 'Delete one of this endpoint\'s webhooks; its URL stops working.',
+    input: z.object({ webhook_id: webhookId }).strict(),
+    async run(ctx, args) {
+      return ctx.webhooks.delete(await getEndpointWebhook(ctx.sql, ctx.session.endpoint.id, args.webhook_id));
+    },
+  }),
+];

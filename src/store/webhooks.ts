@@ -1,0 +1,153 @@
+import { randomBytes } from 'node:crypto';
+import type { Sql } from '../db/connect.ts';
+import { conflict, notFound, SwitchboardError } from '../errors.ts';
+import { hashSecret } from '../secrets.ts';
+
+export type SourceType = 'github' | 'gitea' | 'generic';
+export const SOURCE_TYPES: readonly SourceType[] = ['github', 'gitea', 'generic'];
+/** Trust is derived from the source, never chosen by a caller. */
+export const trustModeOf = (source: SourceType): 'signed' | 'token' => (source === 'generic' ? 'token' : 'signed');
+/** A human may give one endpoint this many webhooks; its agent, only its vend-time ceiling. */
+export const WEBHOOKS_PER_ENDPOINT_MAX = 20;
+
+export interface WebhookRow {
+  id: string;
+  endpoint_id: string;
+  source_type: SourceType;
+  trust_mode: 'signed' | 'token';
+  target_queue: string;
+  ingest_token_hint: string;
+  signing_secret: string | null;
+  created_by: string;
+  created_at: Date;
+  rotated_at: Date | null;
+  last_delivery_at: Date | null;
+}
+
+/** What delivery needs: the webhook and the state of its owning endpoint. */
+export interface IngestTarget extends WebhookRow {
+  endpoint_state: 'active' | 'revoked';
+  endpoint_slug: string;
+  scope_queues: string[];
+}
+
+export interface MintedWebhook {
+  webhook: WebhookRow;
+  ingestToken: string;
+  /** `whsec_...`, for signed webhooks only; shown once. */
+  signingSecret: string | null;
+}
+
+const mintIngestToken = () => randomBytes(16).toString('hex');
+const mintSigningSecret = () => `whsec_${randomBytes(32).toString('base64url')}`;
+
+export async function createWebhook(
+  sql: Sql,
+  input: { endpointId: string; source: SourceType; queue: string; createdBy: string; ceiling: number; seal: (s: string) => string },
+  now: Date,
+): Promise<MintedWebhook> {
+  const ingestToken = mintIngestToken();
+  const secret = trustModeOf(input.source) === 'signed' ? mintSigningSecret() : null;
+  const webhook = await sql.begin(async (tx) => {
+    // Serialize creations per endpoint so the ceiling holds under concurrency.
+    await tx`select id from endpoints where id = ${input.endpointId} for update`;
+    const [{ n }] = (await tx`select count(*)::int as n from webhooks where endpoint_id = ${input.endpointId}`) as unknown as [{ n: number }];
+    if (n >= input.ceiling) {
+      throw new SwitchboardError('conflict', `this endpoint already has ${n} webhook(s), its limit`, { ceiling: input.ceiling, used: n });
+    }
+    const [row] = await tx<WebhookRow[]>`
+      insert into webhooks (endpoint_id, source_type, trust_mode, target_queue, ingest_token_hash, ingest_token_hint,
+                            signing_secret, created_by, created_at)
+      values (${input.endpointId}, ${input.source}, ${trustModeOf(input.source)}, ${input.queue}, ${hashSecret(ingestToken)},
+              ${ingestToken.slice(0, 6)}, ${secret ? input.seal(secret) : null}, ${input.createdBy}, ${now})
+      returning *`;
+    return row!;
+  });
+  return { webhook, ingestToken, signingSecret: secret };
+}
+
+export async function listWebhooks(sql: Sql, endpointId: string): Promise<WebhookRow[]> {
+  return sql<WebhookRow[]>`select * from webhooks where endpoint_id = ${endpointId} order by created_at, id`;
+}
+
+/** A webhook of one of the human's own endpoints; anyone else's answers like a missing one. */
+export async function getOwnWebhook(sql: Sql, humanId: string, webhookId: string): Promise<WebhookRow> {
+  const isUuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(webhookId);
+  const [row] = isUuid
+    ? await sql<WebhookRow[]>`
+        select w.* from webhooks w join endpoints e on e.id = w.endpoint_id join agents a on a.id = e.agent_id
+        where w.id = ${webhookId} and a.owner_human_id = ${humanId}`
+    : [];
+  if (!row) throw notFound('no webhook by that id belongs to you');
+  return row;
+}
+
+export async function getEndpointWebhook(sql: Sql, endpointId: string, webhookId: string): Promise<WebhookRow> {
+  const isUuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(webhookId);
+  const [row] = isUuid ? await sql<WebhookRow[]>`select * from webhooks where id = ${webhookId} and endpoint_id = ${endpointId}` : [];
+  if (!row) throw notFound('no webhook by that id on this endpoint');
+  return row;
+}
+
+/** A new ingest token and (signed) a new secret; the old URL and secret stop working at once. */
+export async function rotateWebhook(sql: Sql, webhook: WebhookRow, seal: (s: string) => string, now: Date): Promise<MintedWebhook> {
+  const ingestToken = mintIngestToken();
+  const secret = webhook.trust_mode === 'signed' ? mintSigningSecret() : null;
+  const [row] = await sql<WebhookRow[]>`
+    update webhooks set ingest_token_hash = ${hashSecret(ingestToken)}, ingest_token_hint = ${ingestToken.slice(0, 6)},
+      signing_secret = ${secret ? seal(secret) : null}, rotated_at = ${now}
+    where id = ${webhook.id} returning *`;
+  if (!row) throw conflict('the webhook was deleted meanwhile');
+  return { webhook: row, ingestToken, signingSecret: secret };
+}
+
+export async function deleteWebhook(sql: Sql, webhookId: string): Promise<boolean> {
+  const rows = await sql`delete from webhooks where id = ${webhookId} returning id`;
+  return rows.length === 1;
+}
+
+/** The ingest route's lookup: by the SHA-256 of the token in the URL. Crosses tenants by design. */
+export async function findIngestTargetUnscoped(sql: Sql, ingestToken: string): Promise<IngestTarget | null> {
+  const [row] = await sql<IngestTarget[]>`
+    select w.*, e.state as endpoint_state, e.slug as endpoint_slug, e.scope_queues
+    from webhooks w join endpoints e on e.id = w.endpoint_id
+    where w.ingest_token_hash = ${hashSecret(ingestToken)}`;
+  return row ?? null;
+}
+
+export async function touchWebhookDelivery(sql: Sql, webhookId: string, now: Date): Promise<void> {
+  await sql`update webhooks set last_delivery_at = ${now} where id = ${webhookId}`;
+}
+
+export async function countSignedWebhooksUnscoped(sql: Sql): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from webhooks where trust_mode = 'signed'`;
+  return row?.n ?? 0;
+}
+
+export interface EventSummary {
+  id: string;
+  source: string;
+  event_type: string | null;
+  external_id: string | null;
+  trust_mode: string;
+  verified: boolean;
+  verify_detail: string | null;
+  content_type: string | null;
+  headers: Record<string, string>;
+  payload_size: number;
+  webhook_id: string | null;
+  received_at: Date;
+  todo_id: string | null;
+}
+
+/** Delivery history of one endpoint, newest first. */
+export async function listEndpointEvents(sql: Sql, endpointId: string, limit: number): Promise<EventSummary[]> {
+  return sql<EventSummary[]>`
+    select ev.id::text as id, ev.source, ev.event_type, ev.external_id, ev.trust_mode, ev.verified, ev.verify_detail,
+      ev.content_type, ev.headers, ev.payload_size, ev.webhook_id, ev.received_at,
+      (select t.id from todos t where t.event_id = ev.id order by t.created_at limit 1) as todo_id
+    from events ev
+    where ev.endpoint_id = ${endpointId}
+    order by ev.received_at desc, ev.id desc
+    limit ${limit}`;
+}
