@@ -9,6 +9,7 @@ import { CliError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, processIo } from './output
 import { registerServeCommands } from './serve.ts';
 import { registerSessionCommands } from './session.ts';
 import { registerTodoCommands } from './todo.ts';
+import { registerWebhookCommands } from './webhook.ts';
 
 async function readAllStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -43,6 +44,7 @@ Exit codes: 0 ok, 1 refused or failed, 2 usage error.`,
   registerSessionCommands(program, ctx);
   registerEndpointCommands(program, ctx);
   registerTodoCommands(program, ctx);
+  registerWebhookCommands(program, ctx);
   registerDoctorCommand(program, ctx);
   for (const c of program.commands) applyExitOverride(c, ctx);
   return program;
