@@ -14,6 +14,8 @@ import { SELF_TEST_CLEANUP_INTERVAL_MS, SelfTests } from './doorbell/selftest.ts
 import { Metrics } from './metrics.ts';
 import { SecretBox } from './crypto-box.ts';
 import { Webhooks } from './ingest/webhooks.ts';
+import { NotifyHooks, type NotifyHookOptions } from './hooks/notify-hooks.ts';
+import type { TodoRow } from './store/todos.ts';
 import { countSignedWebhooksUnscoped } from './store/webhooks.ts';
 import { PRESENCE_EVALUATOR_INTERVAL_MS, PresenceService } from './doorbell/presence.ts';
 import { SWEEP_INTERVAL_MS, sweepOnce } from './doorbell/sweep.ts';
@@ -38,6 +40,7 @@ export interface App {
   acks: DoorbellAcks;
   selfTests: SelfTests;
   metrics: Metrics;
+  hooks: NotifyHooks;
   stop(): Promise<void>;
 }
 
@@ -60,6 +63,10 @@ export interface AppOptions {
   selfTestRingDelayMs?: number;
   /** Overrides the MCP rate limits (benchmarks lift them). */
   mcpLimits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
+  /** Notify hook delivery tuning (tests shorten the backoff). */
+  notifyHookDelivery?: Pick<NotifyHookOptions, 'attempts' | 'backoffMs' | 'timeoutMs'>;
+  /** Overrides the per-IP webhook ingest limit (benchmarks lift it). */
+  ingestLimit?: BucketPolicy;
 }
 
 /** The composition root: database, migrations, HTTP server and background loops. */
@@ -79,7 +86,17 @@ export async function startApp(opts: AppOptions): Promise<App> {
     queueStats: () => queueStatsUnscoped(sql, clock.now()),
   });
   const acks = new DoorbellAcks(sql, clock, log, metrics, sessions);
-  const presence: PresenceService = new PresenceService(sql, clock, log, sessions, () => doorbell);
+  const box = new SecretBox(config.secretEncryptionKey);
+  const hooks = new NotifyHooks(sql, clock, log, box, metrics, {
+    allowHttp: config.pushAllowHttp,
+    allow: config.notifyHookAllow,
+    max: config.notifyHookMax,
+    ...opts.notifyHookDelivery,
+  });
+  const hookFailed = (err: unknown) => log.error({ stage: 'notify hooks', err: (err as Error).message }, 'notify hooks could not fire');
+  const presence: PresenceService = new PresenceService(sql, clock, log, sessions, () => doorbell, (endpointId, reason) =>
+    void hooks.backlog(endpointId, reason).catch(hookFailed),
+  );
   const doorbell = new Doorbell({
     sessions,
     clock,
@@ -88,7 +105,12 @@ export async function startApp(opts: AppOptions): Promise<App> {
     acks,
     ackWindowMs: config.doorbellAckWindowMs,
   });
-  const webhooks = new Webhooks(sql, clock, new SecretBox(config.secretEncryptionKey), () => baseUrl);
+  const webhooks = new Webhooks(sql, clock, box, () => baseUrl);
+  /** After a new push-eligible todo commits on this instance: its doorbell and its notify hooks. */
+  const todoReady = (todo: TodoRow) => {
+    doorbell.ringReady(todo);
+    void hooks.todoReady(todo, 'created').catch(hookFailed);
+  };
   const selfTests = new SelfTests(sql, clock, log, sessions, doorbell, {
     ringDelayMs: opts.selfTestRingDelayMs,
     notify: async (testId) => void (await sql`select pg_notify('doorbell_test', ${testId})`),
@@ -121,9 +143,11 @@ export async function startApp(opts: AppOptions): Promise<App> {
         return { sessions: of.length, unheard_sessions: of.filter((s) => s.unheard).length };
       },
       onEndpointRevoked: dropEndpoint,
-      onTodoReady: (todo) => void doorbell.ringReady(todo),
+      onTodoReady: todoReady,
+      hooks,
       allowedHosts: allowedHostsFor(config),
       mcpLimits: opts.mcpLimits,
+      ingestLimit: opts.ingestLimit,
     });
     wakeups = await listenForWakeups(
       sql,
@@ -174,7 +198,8 @@ export async function startApp(opts: AppOptions): Promise<App> {
     if (config.listenPort === 0 && !config.baseUrlExplicit) baseUrl = url;
 
     if (opts.loops !== false) {
-      loops.push(runEvery('reaper', REAPER_INTERVAL_MS, () => reapOnce({ sql, clock, log }), { signal: shutdown.signal, log, runNow: true }));
+      const onRequeued = (todos: TodoRow[]) => todos.forEach((t) => void hooks.todoReady(t, 'requeued').catch(hookFailed));
+      loops.push(runEvery('reaper', REAPER_INTERVAL_MS, () => reapOnce({ sql, clock, log, onRequeued }), { signal: shutdown.signal, log, runNow: true }));
       loops.push(runEvery('presence-evaluator', PRESENCE_EVALUATOR_INTERVAL_MS, () => presence.evaluate(), { signal: shutdown.signal, log, runNow: true }));
       loops.push(runEvery('unheard-sweep', UNHEARD_SWEEP_INTERVAL_MS, () => acks.sweep(), { signal: shutdown.signal, log }));
       loops.push(runEvery('self-test-cleanup', SELF_TEST_CLEANUP_INTERVAL_MS, () => selfTests.cleanUp(), { signal: shutdown.signal, log }));
@@ -203,6 +228,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       acks,
       selfTests,
       metrics,
+      hooks,
       stop() {
         stopping ??= (async () => {
           shutdown.abort();
@@ -212,6 +238,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
           await wakeups?.stop();
           await running.close();
           await Promise.all(loops);
+          await hooks.stop();
           await db.close();
           log.info('switchboard stopped');
         })();

@@ -25,6 +25,8 @@ describe('loadConfig', () => {
       doorbellAckWindowMs: 15 * 60_000,
       metricsToken: undefined,
       secretEncryptionKey: null,
+      pushAllowHttp: false,
+      notifyHookMax: 5,
     });
   });
 
@@ -62,6 +64,10 @@ describe('loadConfig', () => {
     ['SWITCHBOARD_DOORBELL_ACK_WINDOW', { SWITCHBOARD_DOORBELL_ACK_WINDOW: 'soon' }],
     ['SWITCHBOARD_METRICS_TOKEN', { SWITCHBOARD_METRICS_TOKEN: 'short' }],
     ['SWITCHBOARD_SECRET_ENCRYPTION_KEY', { SWITCHBOARD_SECRET_ENCRYPTION_KEY: 'abcd' }],
+    ['SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS', { SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS: '10.0.0.0/33' }],
+    ['SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS', { SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS: 'localhost' }],
+    ['SWITCHBOARD_NOTIFY_HOOK_MAX', { SWITCHBOARD_NOTIFY_HOOK_MAX: 'many' }],
+    ['SWITCHBOARD_PUSH_ALLOW_HTTP', { SWITCHBOARD_PUSH_ALLOW_HTTP: 'yes please' }],
     ['SWITCHBOARD_SECRET_ENCRYPTION_KEY', { SWITCHBOARD_SECRET_ENCRYPTION_KEY: 'z'.repeat(64) }],
     ['SWITCHBOARD_METRICS_TOKEN', { SWITCHBOARD_METRICS_TOKEN: 'a b'.repeat(20) }],
   ])('refuses a bad %s and names it', (variable, env) => {

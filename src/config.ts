@@ -1,5 +1,7 @@
 import { homedir } from 'node:os';
+import type { BlockList } from 'node:net';
 import { decodeKey } from './crypto-box.ts';
+import { parseAllowList } from './hooks/ssrf.ts';
 import { join } from 'node:path';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
@@ -21,6 +23,10 @@ export interface Config {
   metricsToken: string | undefined;
   /** AES-256-GCM key for webhook signing secrets at rest; null keeps them as plaintext. */
   secretEncryptionKey: Buffer | null;
+  /** Notify hooks: plain http allowed (tests), non-public ranges allowed, hooks per endpoint. */
+  pushAllowHttp: boolean;
+  notifyHookAllow: BlockList;
+  notifyHookMax: number;
 }
 
 export class ConfigError extends Error {
@@ -136,6 +142,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError('SWITCHBOARD_SECRET_ENCRYPTION_KEY', 'must decode (hex or base64) to exactly 32 bytes (try: openssl rand -hex 32)');
   }
 
+  const allowHttpRaw = nonEmpty('SWITCHBOARD_PUSH_ALLOW_HTTP');
+  if (allowHttpRaw !== undefined && !['0', '1', 'true', 'false'].includes(allowHttpRaw)) {
+    throw new ConfigError('SWITCHBOARD_PUSH_ALLOW_HTTP', `must be 1 or 0, got ${JSON.stringify(allowHttpRaw)}`);
+  }
+  const allow = parseAllowList(nonEmpty('SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS'));
+  if (typeof allow === 'string') throw new ConfigError('SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS', allow);
+  const maxRaw = nonEmpty('SWITCHBOARD_NOTIFY_HOOK_MAX') ?? '5';
+  if (!/^\d{1,3}$/.test(maxRaw) || Number(maxRaw) > 100) throw new ConfigError('SWITCHBOARD_NOTIFY_HOOK_MAX', `must be a whole number from 0 to 100, got ${JSON.stringify(maxRaw)}`);
+
   return {
     databaseUrl,
     listenHost: host,
@@ -147,5 +162,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     doorbellAckWindowMs,
     metricsToken,
     secretEncryptionKey,
+    pushAllowHttp: allowHttpRaw === '1' || allowHttpRaw === 'true',
+    notifyHookAllow: allow,
+    notifyHookMax: Number(maxRaw),
   };
 }

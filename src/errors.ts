@@ -9,6 +9,7 @@ export type ErrorCode =
   | 'not_found'
   | 'conflict'
   | 'rate_limited'
+  | 'resource_exhausted'
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'unavailable'

@@ -45,6 +45,25 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly hookNotifications = new Counter({
+    name: 'switchboard_notify_hook_notifications_total',
+    help: 'Notify hook notifications by type and outcome (delivered, failed, dropped).',
+    labelNames: ['type', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly hookAttempts = new Counter({
+    name: 'switchboard_notify_hook_attempts_total',
+    help: 'Notify hook delivery attempts by result class.',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly hooksDisabled = new Counter({
+    name: 'switchboard_notify_hooks_disabled_total',
+    help: 'Notify hooks disabled, by reason.',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
   constructor(opts: { unheardSessions: () => number; queueStats?: () => Promise<QueueStat[]> }) {
     collectDefaultMetrics({ register: this.registry, prefix: 'switchboard_process_' });
     new Gauge({
@@ -64,6 +83,9 @@ export class Metrics {
     if (opts.queueStats) this.#registerQueueGauges(opts.queueStats);
     // Every collector's error series exists at 0 from the first scrape.
     for (const collector of ['doorbell_rings', 'queue']) this.collectionErrors.inc({ collector }, 0);
+    for (const type of ['todo.ready', 'todos.backlog']) {
+      for (const outcome of ['delivered', 'failed', 'dropped']) this.hookNotifications.inc({ type, outcome }, 0);
+    }
     for (const kind of ['todo', 'digest']) {
       this.ringsTotal.inc({ kind }, 0);
       this.ringsUnheard.inc({ kind }, 0);

@@ -1,4 +1,5 @@
-import type { z } from 'zod';
+import { z } from 'zod';
+import { LIST_MAX_LIMIT } from './lifecycle.ts';
 import { invalidArgument } from './errors.ts';
 
 /** Parses input with a zod schema; the first problem becomes invalid_argument naming its field. */
@@ -16,3 +17,11 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, root 
   }
   throw invalidArgument(field, message);
 }
+
+/** `?limit=`: a whole number from 1 to 200 (the default, 50, is applied by the route). */
+export const limitParam = z
+  .string()
+  .regex(/^\d+$/, 'must be a whole number')
+  .transform(Number)
+  .pipe(z.number().int().min(1, `must be between 1 and ${LIST_MAX_LIMIT}`).max(LIST_MAX_LIMIT, `must be between 1 and ${LIST_MAX_LIMIT}`))
+  .optional();

@@ -10,6 +10,7 @@ import { registerServeCommands } from './serve.ts';
 import { registerSessionCommands } from './session.ts';
 import { registerTodoCommands } from './todo.ts';
 import { registerWebhookCommands } from './webhook.ts';
+import { registerHookCommands } from './hook.ts';
 
 async function readAllStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -45,6 +46,7 @@ Exit codes: 0 ok, 1 refused or failed, 2 usage error.`,
   registerEndpointCommands(program, ctx);
   registerTodoCommands(program, ctx);
   registerWebhookCommands(program, ctx);
+  registerHookCommands(program, ctx);
   registerDoctorCommand(program, ctx);
   for (const c of program.commands) applyExitOverride(c, ctx);
   return program;

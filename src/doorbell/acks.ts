@@ -13,6 +13,9 @@ export const UNHEARD_SWEEP_INTERVAL_MS = 30_000;
  * sessions on this instance. Synthetic (self-test) rings never move a metric.
  */
 export class DoorbellAcks {
+  /** When each session of this instance last acknowledged anything (a claim or ack_doorbell). */
+  readonly #lastAck = new WeakMap<Session, Date>();
+
   constructor(
     private readonly sql: Sql,
     private readonly clock: Clock,
@@ -38,6 +41,8 @@ export class DoorbellAcks {
 
   /** An acknowledgement by this session (a claim or ack_doorbell): counts it and clears its mark. */
   acknowledged(session: Session, rings: readonly AckedRing[], via: 'claim' | 'ack'): void {
+    // A claim that acknowledged no ring (its todo was never rung) still resets the unheard run.
+    this.#lastAck.set(session, this.clock.now());
     for (const r of rings) {
       if (!r.late && !r.synthetic && r.kind !== 'test') this.metrics.ringsAcknowledged.inc({ kind: r.kind, via });
     }
@@ -56,9 +61,12 @@ export class DoorbellAcks {
     const unheard = await markUnheardRingsUnscoped(this.sql, now);
     for (const r of unheard) if (!r.synthetic && r.kind !== 'test') this.metrics.ringsUnheard.inc({ kind: r.kind });
     const local = this.sessions.all().filter((s) => !s.unheard);
-    const deaf = new Set(await unheardSessions(this.sql, local.map((s) => s.id)));
+    const deaf = new Map((await unheardSessions(this.sql, local.map((s) => s.id))).map((d) => [d.session_id, d.since]));
     for (const s of local) {
-      if (!deaf.has(s.id)) continue;
+      const since = deaf.get(s.id);
+      if (since === undefined) continue;
+      const lastAck = this.#lastAck.get(s);
+      if (lastAck && lastAck.getTime() >= since.getTime()) continue;
       s.unheard = true;
       this.log.warn(
         { slug: s.endpoint.slug, session: s.id, client: s.clientInfo },

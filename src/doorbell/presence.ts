@@ -82,6 +82,8 @@ export class PresenceService {
     private readonly log: Logger,
     private readonly sessions: SessionRegistry,
     private readonly doorbell: () => Doorbell,
+    /** Runs on the instance that claimed an endpoint's return to in (the notify hooks' backlog). */
+    private readonly onBackIn: (endpointId: string, reason: DigestReason) => void = () => {},
   ) {
     this.#reconnectGate = new DoorbellGate(clock, RECONNECT_DIGEST_GATE_MS);
     sessions.on('sessionClosed', (s) => {
@@ -177,6 +179,7 @@ export class PresenceService {
     const won = new Set(claimed.map((c) => c.endpointId));
     for (const { row, eff, by } of wanted) {
       if (!won.has(row.id)) continue;
+      if (eff.presence === 'in') this.onBackIn(row.id, digestReason(by));
       this.log.info(
         { slug: row.slug, from: row.presence_seen, to: eff.presence, source: eff.source, by, until: rfc3339(eff.until) ?? null },
         'presence changed',

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Clock } from '../clock.ts';
 import type { Sql } from '../db/connect.ts';
 import { SwitchboardError, invalidArgument } from '../errors.ts';
-import { IDEMPOTENCY_KEY_MAX_BYTES, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, TITLE_MAX_BYTES } from '../lifecycle.ts';
+import { IDEMPOTENCY_KEY_MAX_BYTES, LIST_DEFAULT_LIMIT, TITLE_MAX_BYTES } from '../lifecycle.ts';
 import { validateQueueName } from '../scope.ts';
 import {
   endpointRevoked,
@@ -24,9 +24,11 @@ import { registerPresenceRoutes } from './presence.ts';
 import type { SelfTests } from '../doorbell/selftest.ts';
 import type { Webhooks } from '../ingest/webhooks.ts';
 import { registerWebhookRoutes } from './webhooks.ts';
+import { registerHookRoutes } from './hooks.ts';
+import type { NotifyHooks } from '../hooks/notify-hooks.ts';
 import { sendError } from './errors.ts';
 import { RateLimiter } from './rate-limit.ts';
-import { parseInput } from '../validate.ts';
+import { limitParam, parseInput } from '../validate.ts';
 
 export interface ApiDeps {
   sql: Sql;
@@ -40,6 +42,7 @@ export interface ApiDeps {
   presence: PresenceService;
   selfTests: SelfTests;
   webhooks: Webhooks;
+  hooks: NotifyHooks;
   /** Instance-local: how many sessions of the endpoint are attached here, and how many are unheard. */
   sessionCounts?: (endpointId: string) => { sessions: number; unheard_sessions: number };
 }
@@ -112,12 +115,7 @@ const listQuery = z
   .object({
     state: z.enum(TODO_STATES as [string, ...string[]], { error: `must be one of ${TODO_STATES.join(', ')}` }).optional(),
     queue: z.string().optional(),
-    limit: z
-      .string()
-      .regex(/^\d+$/, 'must be a whole number')
-      .transform(Number)
-      .pipe(z.number().int().min(1, `must be between 1 and ${LIST_MAX_LIMIT}`).max(LIST_MAX_LIMIT, `must be between 1 and ${LIST_MAX_LIMIT}`))
-      .optional(),
+    limit: limitParam,
   })
   .strict();
 
@@ -249,6 +247,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
       registerPresenceRoutes(api, { sql, clock, presence: deps.presence });
       registerDoorbellTestRoutes(api, { sql, selfTests: deps.selfTests });
       registerWebhookRoutes(api, { sql, webhooks: deps.webhooks });
+      registerHookRoutes(api, { sql, hooks: deps.hooks });
 
       api.get('/endpoints/:ref/todos', async (req) => {
         const endpoint = await resolveOwnEndpoint(sql, human(req).id, ref(req));

@@ -11,6 +11,7 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,
+  resource_exhausted: 409,
   internal: 500,
   unavailable: 503,
 };

@@ -1,35 +1,22 @@
 import Fastify, { type FastifyInstance } from 'fastify';
-import type { Clock } from '../clock.ts';
-import type { Sql } from '../db/connect.ts';
 import { SwitchboardError, isSwitchboardError } from '../errors.ts';
-import type { Logger } from '../log.ts';
 import { registerMcp } from '../mcp/transport.ts';
-import type { DoorbellAcks } from '../doorbell/acks.ts';
-import type { PresenceService } from '../doorbell/presence.ts';
-import type { SelfTests } from '../doorbell/selftest.ts';
-import type { Webhooks } from '../ingest/webhooks.ts';
 import { registerIngest } from './ingest.ts';
 import type { Metrics } from '../metrics.ts';
 import { constantTimeEqual } from '../secrets.ts';
 import type { EndpointCredentials } from '../mcp/credentials.ts';
 import type { SessionRegistry } from '../mcp/sessions.ts';
+import type { AgentServices } from '../mcp/tools.ts';
 import type { TodoRow } from '../store/todos.ts';
 import type { BucketPolicy } from './rate-limit.ts';
 import { VERSION } from '../version.ts';
 import { API_BODY_LIMIT, registerApi } from './api.ts';
 import { fromFastifyError, sendError } from './errors.ts';
 
-export interface ServerDeps {
-  sql: Sql;
-  clock: Clock;
-  log: Logger;
+export interface ServerDeps extends AgentServices {
   baseUrl: () => string;
   sessions: SessionRegistry;
   credentials: EndpointCredentials;
-  presence: PresenceService;
-  acks: DoorbellAcks;
-  selfTests: SelfTests;
-  webhooks: Webhooks;
   metrics: Metrics;
   /** The scrape credential; undefined keeps /metrics closed. */
   metricsToken: string | undefined;
@@ -42,6 +29,8 @@ export interface ServerDeps {
   /** Hostnames the MCP routes accept in Host when listening on loopback (DNS-rebinding guard). */
   allowedHosts?: readonly string[];
   mcpLimits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
+  /** Overrides the per-IP webhook ingest limit (benchmarks lift it). */
+  ingestLimit?: BucketPolicy;
 }
 
 const SECURITY_HEADERS: Record<string, string> = {
@@ -113,6 +102,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     presence: deps.presence,
     selfTests: deps.selfTests,
     webhooks: deps.webhooks,
+    hooks: deps.hooks,
     sessionCounts: deps.sessionCounts,
   });
   registerIngest(app, {
@@ -122,6 +112,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     metrics: deps.metrics,
     webhooks: deps.webhooks,
     onTodoReady: deps.onTodoReady,
+    limit: deps.ingestLimit,
   });
   registerMcp(app, {
     sql: deps.sql,
@@ -133,6 +124,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     acks: deps.acks,
     selfTests: deps.selfTests,
     webhooks: deps.webhooks,
+    hooks: deps.hooks,
     allowedHosts: deps.allowedHosts,
     limits: deps.mcpLimits,
   });

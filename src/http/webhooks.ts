@@ -2,11 +2,11 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Sql } from '../db/connect.ts';
 import type { Webhooks } from '../ingest/webhooks.ts';
-import { LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT } from '../lifecycle.ts';
+import { LIST_DEFAULT_LIMIT } from '../lifecycle.ts';
 import { endpointRevoked, resolveOwnEndpoint, type Endpoint } from '../store/endpoints.ts';
 import { rfc3339 } from '../store/time.ts';
 import { WEBHOOKS_PER_ENDPOINT_MAX, getOwnWebhook, listEndpointEvents } from '../store/webhooks.ts';
-import { parseInput } from '../validate.ts';
+import { limitParam, parseInput } from '../validate.ts';
 
 const createBody = z
   .object({
@@ -18,12 +18,7 @@ const createBody = z
 const eventsQuery = z
   .object({
     endpoint: z.string({ error: 'is required: an endpoint slug or id' }),
-    limit: z
-      .string()
-      .regex(/^\d+$/, 'must be a whole number')
-      .transform(Number)
-      .pipe(z.number().int().min(1, `must be between 1 and ${LIST_MAX_LIMIT}`).max(LIST_MAX_LIMIT, `must be between 1 and ${LIST_MAX_LIMIT}`))
-      .optional(),
+    limit: limitParam,
   })
   .strict();
 

@@ -8,8 +8,12 @@ export function oneLine(text: string): string {
   // eslint-disable-next-line no-control-regex
   let line = text.replace(/[\u0000-\u001f\u007f]+/g, ' ').replace(/\s+/g, ' ').trim();
   if (Buffer.byteLength(line) <= MAX_TITLE_BYTES) return line;
-  while (Buffer.byteLength(`${line}…`) > MAX_TITLE_BYTES) line = [...line].slice(0, -1).join('');
-  return `${line}…`;
+  // Cut from a bounded prefix, one character at a time: the text can be megabytes (a generic
+  // producer's `title`), and re-splitting all of it per character is quadratic.
+  const chars = [...line.slice(0, MAX_TITLE_BYTES)];
+  let bytes = Buffer.byteLength(chars.join(''));
+  while (bytes + Buffer.byteLength('…') > MAX_TITLE_BYTES) bytes -= Buffer.byteLength(chars.pop()!);
+  return `${chars.join('')}…`;
 }
 
 /**

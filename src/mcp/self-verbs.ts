@@ -78,7 +78,7 @@ export const doorbellSelfTools: Tool[] = [
     async run(ctx, args) {
       const r = await ackRing(ctx.sql, ctx.session.endpoint.id, args.ring_id, ctx.session.id, ctx.clock.now());
       if (!r) throw notFound(`no doorbell ring ${args.ring_id} on this endpoint`);
-      if (r.acked) ctx.acks.acknowledged(ctx.session, [r.acked], 'ack');
+      ctx.acks.acknowledged(ctx.session, r.acked ? [r.acked] : [], 'ack');
       return { ring_id: args.ring_id, state: r.state };
     },
   }),

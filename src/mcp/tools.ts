@@ -6,11 +6,13 @@ import type { DoorbellAcks } from '../doorbell/acks.ts';
 import type { PresenceService } from '../doorbell/presence.ts';
 import type { SelfTests } from '../doorbell/selftest.ts';
 import type { Webhooks } from '../ingest/webhooks.ts';
+import type { NotifyHooks } from '../hooks/notify-hooks.ts';
 import type { Logger } from '../log.ts';
 import { parseInput } from '../validate.ts';
 import type { Session } from './sessions.ts';
 
-export interface ToolContext {
+/** What the agent verbs may use: the one bag of services the MCP layer hands down. */
+export interface AgentServices {
   sql: Sql;
   clock: Clock;
   log: Logger;
@@ -18,6 +20,10 @@ export interface ToolContext {
   acks: DoorbellAcks;
   selfTests: SelfTests;
   webhooks: Webhooks;
+  hooks: NotifyHooks;
+}
+
+export interface ToolContext extends AgentServices {
   session: Session;
 }
 

@@ -1,8 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Clock } from '../clock.ts';
-import type { Sql } from '../db/connect.ts';
 import { RateLimiter, type BucketPolicy } from '../http/rate-limit.ts';
-import type { Logger } from '../log.ts';
 import {
   INTERNAL_ERROR,
   INVALID_REQUEST,
@@ -21,12 +18,9 @@ import {
   isSupportedProtocolVersion,
   negotiateProtocolVersion,
 } from './protocol.ts';
-import type { DoorbellAcks } from '../doorbell/acks.ts';
-import type { PresenceService } from '../doorbell/presence.ts';
-import type { SelfTests } from '../doorbell/selftest.ts';
-import type { Webhooks } from '../ingest/webhooks.ts';
 import type { EndpointCredentials } from './credentials.ts';
 import type { Session, SessionEndpoint, SessionRegistry } from './sessions.ts';
+import type { AgentServices } from './tools.ts';
 
 export const MCP_BODY_LIMIT = 1024 * 1024;
 /** Before authentication, per client address. */
@@ -35,16 +29,9 @@ export const MCP_IP_LIMIT: BucketPolicy = { rate: 50, burst: 100 };
 export const MCP_ENDPOINT_LIMIT: BucketPolicy = { rate: 20, burst: 40 };
 export const MCP_REALM = 'Bearer realm="switchboard"';
 
-export interface McpDeps {
-  sql: Sql;
-  clock: Clock;
-  log: Logger;
+export interface McpDeps extends AgentServices {
   sessions: SessionRegistry;
   credentials: EndpointCredentials;
-  presence: PresenceService;
-  acks: DoorbellAcks;
-  selfTests: SelfTests;
-  webhooks: Webhooks;
   /** Hostnames a loopback listener accepts in Host (the DNS-rebinding guard); undefined disables it. */
   allowedHosts?: readonly string[];
   limits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };

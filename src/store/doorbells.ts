@@ -17,6 +17,14 @@ export const RING_INTERVALS_SECONDS = [300, 1200, 3600, 21_600, 21_600] as const
 export const RING_BUDGET = RING_INTERVALS_SECONDS.length;
 export const SWEEP_LIMIT = 3;
 
+/** Of the given todos, those that pass the sender gate now (e.g. just re-queued by the reaper). */
+export async function pushEligibleTodosByIds(sql: Sql, ids: readonly string[]): Promise<TodoRow[]> {
+  if (ids.length === 0) return [];
+  return sql<TodoRow[]>`
+    select t.*, t.event_id::text as event_id from todos t
+    where t.id = any(${sql.array([...ids])}::text[]) and ${pushEligible(sql)}`;
+}
+
 /** Whether one todo passes the sender gate right now. */
 export async function isPushEligible(sql: Sql | TxSql, todoId: string): Promise<boolean> {
   const [row] = await sql`select 1 from todos t where t.id = ${todoId} and ${pushEligible(sql)}`;

@@ -1,4 +1,4 @@
-import { startApp, type App } from '../../src/app.ts';
+import { startApp, type App, type AppOptions } from '../../src/app.ts';
 import { ManualClock } from '../../src/clock.ts';
 import { loadConfig } from '../../src/config.ts';
 import { connect, type Sql } from '../../src/db/connect.ts';
@@ -29,6 +29,8 @@ export interface TestAppOptions {
   selfTestRingDelayMs?: number;
   /** A logger to capture the app's log lines (default: silent). */
   log?: Logger;
+  /** Notify hook delivery tuning (attempts, backoff, timeout), passed through to startApp. */
+  notifyHookDelivery?: AppOptions['notifyHookDelivery'];
 }
 
 /** A real server on a free port over the given database, with a manual clock and no background loops. */
@@ -40,6 +42,7 @@ export async function startTestApp(databaseUrl: string, clock = new ManualClock(
     log: opts.log ?? createLogger('silent'),
     loops: false,
     selfTestRingDelayMs: opts.selfTestRingDelayMs,
+    notifyHookDelivery: opts.notifyHookDelivery,
   });
   return Object.assign(app, { clock });
 }

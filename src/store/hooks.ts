@@ -1,0 +1,122 @@
+import type { Sql } from '../db/connect.ts';
+import { SwitchboardError, notFound } from '../errors.ts';
+
+export interface HookRow {
+  id: string;
+  endpoint_id: string;
+  url: string;
+  secret: string;
+  prev_secret: string | null;
+  prev_secret_expires_at: Date | null;
+  queues: string[];
+  ignore_presence: boolean;
+  enabled: boolean;
+  disabled_reason: 'consecutive_failures' | 'operator' | null;
+  disabled_at: Date | null;
+  consecutive_failures: number;
+  last_attempt_at: Date | null;
+  last_status: number | null;
+  last_error: string | null;
+  created_by: string;
+  created_at: Date;
+  rotated_at: Date | null;
+}
+
+/** Failed deliveries in a row after which a hook turns itself off. */
+export const HOOK_DISABLE_AFTER = 10;
+
+export async function insertHook(
+  sql: Sql,
+  h: { endpointId: string; url: string; sealedSecret: string; queues: string[]; ignorePresence: boolean; createdBy: string; max: number },
+  now: Date,
+): Promise<HookRow> {
+  return sql.begin(async (tx) => {
+    await tx`select id from endpoints where id = ${h.endpointId} for update`;
+    const [{ n }] = (await tx`select count(*)::int as n from notify_hooks where endpoint_id = ${h.endpointId}`) as unknown as [{ n: number }];
+    if (n >= h.max) throw new SwitchboardError('resource_exhausted', `this endpoint already has ${n} notify hooks, the most it may have`, { max: h.max, used: n });
+    const [row] = await tx<HookRow[]>`
+      insert into notify_hooks (endpoint_id, url, secret, queues, ignore_presence, created_by, created_at)
+      values (${h.endpointId}, ${h.url}, ${h.sealedSecret}, ${tx.array(h.queues)}, ${h.ignorePresence}, ${h.createdBy}, ${now})
+      returning *`;
+    return row!;
+  });
+}
+
+export async function listHooks(sql: Sql, endpointId: string): Promise<HookRow[]> {
+  return sql<HookRow[]>`select * from notify_hooks where endpoint_id = ${endpointId} order by created_at, id`;
+}
+
+/** The enabled hooks of one active endpoint, with what firing needs to know about it. */
+export async function hookTargets(sql: Sql, endpointId: string): Promise<{ endpoint: HookEndpoint; hooks: HookRow[] } | null> {
+  const [endpoint] = await sql<HookEndpoint[]>`
+    select id, slug, scope_queues, shift, presence_override, override_until, override_set_at, override_by
+    from endpoints where id = ${endpointId} and state = 'active'`;
+  if (!endpoint) return null;
+  const hooks = await sql<HookRow[]>`select * from notify_hooks where endpoint_id = ${endpointId} and enabled order by created_at, id`;
+  return { endpoint, hooks };
+}
+
+export interface HookEndpoint {
+  id: string;
+  slug: string;
+  scope_queues: string[];
+  shift: string | null;
+  presence_override: 'in' | 'out' | null;
+  override_until: Date | null;
+  override_set_at: Date | null;
+  override_by: string | null;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export async function getEndpointHook(sql: Sql, endpointId: string, hookId: string): Promise<HookRow> {
+  const [row] = UUID.test(hookId) ? await sql<HookRow[]>`select * from notify_hooks where id = ${hookId} and endpoint_id = ${endpointId}` : [];
+  if (!row) throw notFound('no notify hook by that id on this endpoint');
+  return row;
+}
+
+export async function getOwnHook(sql: Sql, humanId: string, hookId: string): Promise<HookRow> {
+  const [row] = UUID.test(hookId)
+    ? await sql<HookRow[]>`
+        select h.* from notify_hooks h join endpoints e on e.id = h.endpoint_id join agents a on a.id = e.agent_id
+        where h.id = ${hookId} and a.owner_human_id = ${humanId}`
+    : [];
+  if (!row) throw notFound('no notify hook by that id belongs to you');
+  return row;
+}
+
+/** A new secret; the old one keeps signing beside it until `graceUntil`; re-enables the hook. */
+export async function rotateHook(sql: Sql, hookId: string, sealedSecret: string, graceUntil: Date, now: Date): Promise<HookRow> {
+  const [row] = await sql<HookRow[]>`
+    update notify_hooks set prev_secret = secret, prev_secret_expires_at = ${graceUntil}, secret = ${sealedSecret},
+      rotated_at = ${now}, enabled = true, disabled_reason = null, disabled_at = null, consecutive_failures = 0
+    where id = ${hookId} returning *`;
+  if (!row) throw notFound('no notify hook by that id');
+  return row;
+}
+
+export async function deleteHook(sql: Sql, hookId: string): Promise<void> {
+  await sql`delete from notify_hooks where id = ${hookId}`;
+}
+
+/** Records one delivery's outcome; the tenth failure in a row disables the hook. */
+export async function recordHookOutcome(
+  sql: Sql,
+  hookId: string,
+  o: { ok: boolean; status: number | null; error: string | null },
+  now: Date,
+): Promise<{ disabled: boolean }> {
+  const [row] = await sql<{ enabled: boolean; was_enabled: boolean }[]>`
+    update notify_hooks h set
+      last_attempt_at = ${now}, last_status = ${o.status}, last_error = ${o.error},
+      consecutive_failures = case when ${o.ok} then 0 else h.consecutive_failures + 1 end,
+      enabled = h.enabled and (${o.ok} or h.consecutive_failures + 1 < ${HOOK_DISABLE_AFTER}),
+      disabled_reason = case when h.enabled and not ${o.ok} and h.consecutive_failures + 1 >= ${HOOK_DISABLE_AFTER}
+                             then 'consecutive_failures' else h.disabled_reason end,
+      disabled_at = case when h.enabled and not ${o.ok} and h.consecutive_failures + 1 >= ${HOOK_DISABLE_AFTER}
+                         then ${now}::timestamptz else h.disabled_at end
+    from (select id, enabled as was_enabled from notify_hooks where id = ${hookId}) prior
+    where h.id = prior.id
+    returning h.enabled, prior.was_enabled`;
+  return { disabled: row !== undefined && row.was_enabled && !row.enabled };
+}
