@@ -51,7 +51,19 @@ export function registerIngest(app: FastifyInstance, deps: IngestDeps): void {
       }
 
       if (target.trust_mode === 'signed') {
-        const secret = deps.webhooks.openSecret(target);
+        let secret: string | null;
+        try {
+          secret = deps.webhooks.openSecret(target);
+        } catch (err) {
+          // Sealed under a key this instance lacks (unset or changed): the secret is as good as
+          // absent, a configuration fault the producer should retry past, not a 500.
+          reject('rejected');
+          deps.log.warn(
+            { provider, slug: target.endpoint_slug, webhook_id: target.id, err: (err as Error).message },
+            'webhook signing secret cannot be opened: check SWITCHBOARD_SECRET_ENCRYPTION_KEY',
+          );
+          return sendError(reply, new SwitchboardError('unavailable', 'webhook not configured: its signing secret cannot be read'));
+        }
         const check = secret ? verifySignature(provider, req.headers, body, secret) : ({ ok: false, reason: 'bad_signature' } as const);
         if (!check.ok) {
           deps.metrics.webhookVerifyFailures.inc({ provider, reason: check.reason });
@@ -82,7 +94,7 @@ export function registerIngest(app: FastifyInstance, deps: IngestDeps): void {
       const event = eventType(provider, req.headers);
       const delivery = deliveryId(provider, req.headers, body);
       const now = deps.clock.now();
-      const { todo, created, eventId, pushEligible } = await insertEventAndTodo(
+      const stored = await insertEventAndTodo(
         deps.sql,
         {
           source: provider,
@@ -108,7 +120,17 @@ export function registerIngest(app: FastifyInstance, deps: IngestDeps): void {
           idempotencyKey: `${target.id}:${delivery}`,
         },
         now,
-      );
+      ).catch((err: unknown) => {
+        // jsonb cannot hold U+0000 (valid JSON as "\u0000", or a NUL byte in a text body): the
+        // body's fault, so a 400 the producer can see, not a 500 that reads as the server's.
+        if ((err as { code?: string }).code !== '22P05') throw err;
+        reject('rejected');
+        return null;
+      });
+      if (!stored) {
+        return sendError(reply, new SwitchboardError('invalid_argument', 'body: contains a NUL character (U+0000), which cannot be stored', { field: 'body' }));
+      }
+      const { todo, created, eventId, pushEligible } = stored;
       await touchWebhookDelivery(deps.sql, target.id, now);
       deps.metrics.webhookDeliveries.inc({ provider, trust_mode: target.trust_mode, verdict: 'accepted' });
       if (created && pushEligible) deps.onTodoReady(todo);
