@@ -72,7 +72,7 @@ export class NotifyHooks {
     let shown = h.url;
     try {
       const u = new URL(h.url);
-      if (u.search) u.search = '?«redacted»';
+      if (u.search) u.search = '?redacted';
       shown = u.toString();
     } catch {
       /* stored URLs were validated */
@@ -315,6 +315,10 @@ export class NotifyHooks {
         },
       );
       req.on('timeout', () => req.destroy(new Error('timeout')));
+      // The socket timeout only fires on silence: this bounds the attempt as a whole, so a receiver
+      // trickling bytes cannot hold a worker past the timeout.
+      const deadline = setTimeout(() => req.destroy(new Error('timeout')), timeoutMs);
+      req.on('close', () => clearTimeout(deadline));
       req.on('error', (err) => resolve({ ok: false, status: null, error: err.message === 'timeout' ? 'timeout' : `network: ${(err as NodeJS.ErrnoException).code ?? err.message}`, retry: true }));
       req.end(job.body);
     });

@@ -25,11 +25,9 @@ export async function pushEligibleTodosByIds(sql: Sql, ids: readonly string[]): 
     where t.id = any(${sql.array([...ids])}::text[]) and ${pushEligible(sql)}`;
 }
 
-/** Whether one todo passes the sender gate right now. */
-export async function isPushEligible(sql: Sql | TxSql, todoId: string): Promise<boolean> {
-  const [row] = await sql`select 1 from todos t where t.id = ${todoId} and ${pushEligible(sql)}`;
-  return row !== undefined;
-}
+/** A boolean expression: whether one todo passes the sender gate right now. */
+export const isPushEligibleFragment = (sql: Sql | TxSql, todoId: string) =>
+  sql`exists (select 1 from todos t where t.id = ${todoId} and ${pushEligible(sql)})`;
 
 /** Tells every instance that an endpoint's queue has work ready; delivered at commit. */
 export async function notifyTodoReady(sql: Sql | TxSql, endpointId: string, queue: string): Promise<void> {

@@ -46,14 +46,27 @@ export async function listHooks(sql: Sql, endpointId: string): Promise<HookRow[]
   return sql<HookRow[]>`select * from notify_hooks where endpoint_id = ${endpointId} order by created_at, id`;
 }
 
-/** The enabled hooks of one active endpoint, with what firing needs to know about it. */
+/**
+ * The enabled hooks of one active endpoint, with what firing needs to know about it, in one
+ * query (most endpoints have no hook, and this runs after every new todo).
+ */
 export async function hookTargets(sql: Sql, endpointId: string): Promise<{ endpoint: HookEndpoint; hooks: HookRow[] } | null> {
-  const [endpoint] = await sql<HookEndpoint[]>`
-    select id, slug, scope_queues, shift, presence_override, override_until, override_set_at, override_by
-    from endpoints where id = ${endpointId} and state = 'active'`;
-  if (!endpoint) return null;
-  const hooks = await sql<HookRow[]>`select * from notify_hooks where endpoint_id = ${endpointId} and enabled order by created_at, id`;
-  return { endpoint, hooks };
+  const rows = await sql<(HookRow & { endpoint: HookEndpoint })[]>`
+    select h.*, json_build_object('id', e.id, 'slug', e.slug, 'scope_queues', e.scope_queues, 'shift', e.shift,
+      'presence_override', e.presence_override, 'override_until', e.override_until, 'override_set_at', e.override_set_at,
+      'override_by', e.override_by) as endpoint
+    from notify_hooks h join endpoints e on e.id = h.endpoint_id
+    where h.endpoint_id = ${endpointId} and h.enabled and e.state = 'active'
+    order by h.created_at, h.id`;
+  if (rows.length === 0) return null;
+  const raw = rows[0]!.endpoint as unknown as Record<string, unknown>;
+  const when = (v: unknown) => (typeof v === 'string' ? new Date(v) : null);
+  const endpoint: HookEndpoint = {
+    ...(raw as unknown as HookEndpoint),
+    override_until: when(raw.override_until),
+    override_set_at: when(raw.override_set_at),
+  };
+  return { endpoint, hooks: rows.map(({ endpoint: _drop, ...h }) => h as HookRow) };
 }
 
 export interface HookEndpoint {

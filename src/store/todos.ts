@@ -3,7 +3,7 @@ import type { Sql, TxSql } from '../db/connect.ts';
 import { conflict, forbidden, notFound, type SwitchboardError } from '../errors.ts';
 import { retryBackoffSeconds } from '../lifecycle.ts';
 import { RESERVED_QUEUE } from '../scope.ts';
-import { isPushEligible, notifyTodoReady } from './doorbells.ts';
+import { isPushEligibleFragment } from './doorbells.ts';
 import type { QueueStat } from '../metrics.ts';
 import type { AckedRing } from './rings.ts';
 import { rfc3339 } from './time.ts';
@@ -133,31 +133,41 @@ export async function insertEventAndTodo(
   now: Date,
 ): Promise<{ todo: TodoRow; created: boolean; eventId: string | null; pushEligible: boolean }> {
   return sql.begin(async (tx) => {
-    const [ev] = await tx<{ id: string }[]>`
-      insert into events (source, family, event_type, external_id, trust_mode, verified, verify_detail,
-                          content_type, headers, payload, payload_size, webhook_id, endpoint_id, received_at)
-      values (${event.source}, ${event.family}, ${event.eventType ?? null}, ${event.externalId ?? null},
-              ${event.trustMode}, ${event.verified}, ${event.verifyDetail ?? null}, ${event.contentType ?? null},
-              ${tx.json(event.headers ?? {})}, ${event.payload ?? null}, ${event.payload?.length ?? 0},
-              ${event.webhookId ?? null}, ${event.endpointId ?? todo.endpointId}, ${now})
-      returning id::text as id`;
     const key = todo.idempotencyKey ? todo.idempotencyKey : null;
-    const [inserted] = await tx<TodoRow[]>`
-      insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, idempotency_key,
-                         max_attempts, synthetic, created_at, updated_at)
-      values (${newTodoId()}, ${todo.endpointId}, ${todo.queue}, ${todo.source ?? null}, ${todo.kind ?? null},
-              ${todo.title}, ${tx.json((todo.payload ?? {}) as never)}, ${ev!.id}, ${key},
-              ${todo.maxAttempts ?? 5}, ${todo.synthetic ?? false}, ${now}, ${now})
-      on conflict (endpoint_id, idempotency_key) where ${liveKeyPredicate(tx)} do nothing
-      returning *, event_id::text as event_id`;
+    // Event and todo in one statement; the todo may collapse onto a live one with the same key.
+    const [row] = await tx<(TodoRow & { new_event_id: string })[]>`
+      with ev as (
+        insert into events (source, family, event_type, external_id, trust_mode, verified, verify_detail,
+                            content_type, headers, payload, payload_size, webhook_id, endpoint_id, received_at)
+        values (${event.source}, ${event.family}, ${event.eventType ?? null}, ${event.externalId ?? null},
+                ${event.trustMode}, ${event.verified}, ${event.verifyDetail ?? null}, ${event.contentType ?? null},
+                ${tx.json(event.headers ?? {})}, ${event.payload ?? null}, ${event.payload?.length ?? 0},
+                ${event.webhookId ?? null}, ${event.endpointId ?? todo.endpointId}, ${now})
+        returning id
+      ), t as (
+        insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, idempotency_key,
+                           max_attempts, synthetic, created_at, updated_at)
+        select ${newTodoId()}, ${todo.endpointId}, ${todo.queue}, ${todo.source ?? null}, ${todo.kind ?? null},
+               ${todo.title}, ${tx.json((todo.payload ?? {}) as never)}, ev.id, ${key},
+               ${todo.maxAttempts ?? 5}, ${todo.synthetic ?? false}, ${now}, ${now}
+        from ev
+        on conflict (endpoint_id, idempotency_key) where ${liveKeyPredicate(tx)} do nothing
+        returning *
+      )
+      select ev.id::text as new_event_id, t.*, t.event_id::text as event_id from ev left join t on true`;
+    const { new_event_id: newEventId, ...fields } = row!;
+    const ev = { id: newEventId };
+    const inserted = fields.id ? (fields as TodoRow) : undefined;
     if (inserted) {
-      const eligible = await isPushEligible(tx, inserted.id);
-      // Other instances ring their sessions for it; the notification is delivered at commit.
-      if (eligible) await notifyTodoReady(tx, inserted.endpoint_id, inserted.queue);
-      return { todo: inserted, created: true, eventId: ev!.id, pushEligible: eligible };
+      // The sender gate and, when it passes, the wakeup for other instances (delivered at commit).
+      const [gate] = await tx<{ eligible: boolean }[]>`
+        select ${isPushEligibleFragment(tx, inserted.id)} as eligible,
+               case when ${isPushEligibleFragment(tx, inserted.id)}
+                    then pg_notify('todo_ready', ${`${inserted.endpoint_id}:${inserted.queue}`}) end`;
+      return { todo: inserted, created: true, eventId: ev.id, pushEligible: gate!.eligible };
     }
     // A duplicate delivery changes nothing: drop the event row we just wrote.
-    await tx`delete from events where id = ${ev!.id}`;
+    await tx`delete from events where id = ${ev.id}`;
     const [existing] = await tx<TodoRow[]>`
       select *, event_id::text as event_id from todos
       where endpoint_id = ${todo.endpointId} and idempotency_key = ${key} and ${liveKeyPredicate(tx)}`;

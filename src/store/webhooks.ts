@@ -115,8 +115,11 @@ export async function findIngestTargetUnscoped(sql: Sql, ingestToken: string): P
   return row ?? null;
 }
 
+/** Stamps last_delivery_at at most once a minute: every delivery writing one hot row would serialize them. */
 export async function touchWebhookDelivery(sql: Sql, webhookId: string, now: Date): Promise<void> {
-  await sql`update webhooks set last_delivery_at = ${now} where id = ${webhookId}`;
+  await sql`
+    update webhooks set last_delivery_at = ${now}
+    where id = ${webhookId} and (last_delivery_at is null or last_delivery_at < ${now}::timestamptz - interval '60 seconds')`;
 }
 
 export async function countSignedWebhooksUnscoped(sql: Sql): Promise<number> {
