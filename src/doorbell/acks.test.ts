@@ -1,5 +1,4 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Writable } from 'node:stream';
 import type { Counter } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -8,6 +7,7 @@ import type { App } from '../app.ts';
 import { ManualClock } from '../clock.ts';
 import { createLogger } from '../log.ts';
 import { insertEventAndTodo } from '../store/todos.ts';
+import { connectAgent, settle, until, type Agent, type Notification, type Vended } from '../../test/support/agents.ts';
 
 /**
  * Doorbell acknowledgement end to end (SPEC-0025 REQ-1 to REQ-6, REQ-11, REQ-12): ring records,
@@ -15,7 +15,6 @@ import { insertEventAndTodo } from '../store/todos.ts';
  * unheard mark and the /metrics scrape. Real PostgreSQL, SDK clients over HTTP, time moved by hand.
  */
 
-type Notification = { method: string; params: { content: string; meta: Record<string, string> } };
 type TestApp = App & { clock: ManualClock };
 
 interface RingRow {
@@ -76,6 +75,7 @@ let logs: Record<string, any>[];
 let human: { token: string };
 let api: ReturnType<typeof apiCaller>;
 const clients: Client[] = [];
+const agent = (e: Vended, on: App = app, name = 'claude-code'): Promise<Agent> => connectAgent(on, e, { name, track: clients });
 const extraApps: TestApp[] = [];
 
 beforeAll(async () => {
@@ -99,12 +99,6 @@ afterAll(async () => {
   await db.drop();
 });
 
-interface Vended {
-  id: string;
-  slug: string;
-  token: string;
-  mcp_url: string;
-}
 
 async function vend(queues = ['reviews'], via = api): Promise<Vended> {
   const r = await via('POST', '/api/v1/endpoints', { name: 'agent', queues });
@@ -118,44 +112,9 @@ async function push(e: Vended, title: string, via = api, queue?: string): Promis
   return r.json.id;
 }
 
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-const settle = () => new Promise((r) => setTimeout(r, 150));
 
-interface Agent {
-  client: Client;
-  sessionId: string;
-  heard: Notification[];
-  call: (name: string, args?: Record<string, unknown>) => Promise<any>;
-}
 
 /** An SDK client on `on` whose doorbells land in `heard`; resolves once its stream is open. */
-async function agent(e: Vended, on: App = app, name = 'claude-code'): Promise<Agent> {
-  const heard: Notification[] = [];
-  const client = new Client({ name, version: '2.1.0' });
-  client.fallbackNotificationHandler = async (n) => void heard.push(n as unknown as Notification);
-  const transport = new StreamableHTTPClientTransport(new URL(`${on.url}/mcp/${e.slug}`), {
-    requestInit: { headers: { Authorization: `Bearer ${e.token}` } },
-  });
-  await client.connect(transport);
-  clients.push(client);
-  const sessionId = transport.sessionId!;
-  await until(() => on.sessions.all().some((s) => s.id === sessionId && s.stream !== null), 'the stream to open');
-  return {
-    client,
-    sessionId,
-    heard,
-    call: async (tool, args = {}) => {
-      const r = (await client.callTool({ name: tool, arguments: args })) as { content: { text: string }[]; isError?: boolean };
-      return r.isError ? { error: r.content[0]!.text } : JSON.parse(r.content[0]!.text);
-    },
-  };
-}
 
 /** A session initialized over raw HTTP that never opens its notification stream. */
 async function streamlessSession(e: Vended, on: App = app): Promise<string> {

@@ -1,5 +1,4 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
@@ -12,10 +11,10 @@ import { insertEventAndTodo } from '../store/todos.ts';
 import { DEAF_THRESHOLD, Doorbell } from './doorbell.ts';
 import { CHANNEL_METHOD, todoDoorbell } from './notification.ts';
 import { sweepOnce } from './sweep.ts';
+import { connectAgent, settle, until, type Vended } from '../../test/support/agents.ts';
 
 /** Doorbells end to end: SDK clients with open streams, a real server, time moved by hand. */
 
-type Notification = { method: string; params: { content: string; meta: Record<string, string> } };
 
 let db: Awaited<ReturnType<typeof migratedDatabase>>;
 let app: App & { clock: ManualClock };
@@ -34,12 +33,6 @@ afterAll(async () => {
   await db.drop();
 });
 
-interface Vended {
-  id: string;
-  slug: string;
-  token: string;
-  mcp_url: string;
-}
 
 async function vend(queues = ['reviews']): Promise<Vended> {
   const r = await api('POST', '/api/v1/endpoints', { name: 'agent', queues });
@@ -53,31 +46,12 @@ async function push(e: Vended, title: string, via = api): Promise<string> {
   return r.json.id;
 }
 
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** An SDK client whose doorbells land in `heard`; resolves once its stream is open on `on`. */
-async function listener(e: Vended, on: App = app): Promise<{ client: Client; heard: Notification[]; sessionId: string }> {
-  const heard: Notification[] = [];
-  const client = new Client({ name: 'claude-code', version: '2.1.0' });
-  client.fallbackNotificationHandler = async (n) => void heard.push(n as unknown as Notification);
-  const transport = new StreamableHTTPClientTransport(new URL(e.mcp_url.replace(app.url, on.url)), {
-    requestInit: { headers: { Authorization: `Bearer ${e.token}` } },
-  });
-  await client.connect(transport);
-  clients.push(client);
-  const sessionId = transport.sessionId!;
-  await until(() => on.sessions.all().some((s) => s.id === sessionId && s.stream !== null), 'the stream to open');
-  return { client, heard, sessionId };
-}
+/** An SDK client whose doorbells land in `heard`; resolves once its stream is open on `on`. */
+const listener = (e: Vended, on: App = app) => connectAgent(on, e, { track: clients });
 
 const ringAttempts = async (id: string) => (await db.sql<{ ring_attempts: number }[]>`select ring_attempts from todos where id = ${id}`)[0]!.ring_attempts;
-const settle = () => new Promise((r) => setTimeout(r, 150));
 
 describe('todoDoorbell', () => {
   it('keeps outside text on one line and cannot close the channel tag', () => {

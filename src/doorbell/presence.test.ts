@@ -1,5 +1,4 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
 import type { App } from '../app.ts';
@@ -7,10 +6,10 @@ import { ManualClock } from '../clock.ts';
 import { createLogger } from '../log.ts';
 import { pushEligibleBacklog } from '../store/presence.ts';
 import { sweepOnce } from './sweep.ts';
+import { connectAgent, settle, until, type Agent, type Vended } from '../../test/support/agents.ts';
 
 /** Presence end to end (SPEC-0022): SDK clients, two instances on one database, a fake clock. */
 
-type Notification = { method: string; params: { content: string; meta: Record<string, string> } };
 type TestApp = App & { clock: ManualClock };
 
 const MONDAY_0800 = '2026-09-21T08:00:00Z';
@@ -18,6 +17,7 @@ let db: Awaited<ReturnType<typeof migratedDatabase>>;
 let app: TestApp;
 let api: ReturnType<typeof apiCaller>;
 const clients: Client[] = [];
+const agent = (e: Vended, on: App = app, name = 'claude-code'): Promise<Agent> => connectAgent(on, e, { name, track: clients });
 
 beforeAll(async () => {
   db = await migratedDatabase();
@@ -30,12 +30,6 @@ afterAll(async () => {
   await db.drop();
 });
 
-interface Vended {
-  id: string;
-  slug: string;
-  token: string;
-  mcp_url: string;
-}
 
 async function vend(body: Record<string, unknown> = {}): Promise<Vended> {
   app.clock.advance(1000);
@@ -50,42 +44,9 @@ async function push(e: Vended, title: string, queue = 'reviews'): Promise<string
   return r.json.id;
 }
 
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-const settle = () => new Promise((r) => setTimeout(r, 200));
+const settleLonger = () => settle(200);
 
-interface Agent {
-  client: Client;
-  heard: Notification[];
-  digests: () => Notification[];
-  call: (name: string, args?: Record<string, unknown>) => Promise<any>;
-}
 
-async function agent(e: Vended, on: App = app): Promise<Agent> {
-  const heard: Notification[] = [];
-  const client = new Client({ name: 'claude-code', version: '2.1.0' });
-  client.fallbackNotificationHandler = async (n) => void heard.push(n as unknown as Notification);
-  const transport = new StreamableHTTPClientTransport(new URL(`${on.url}/mcp/${e.slug}`), {
-    requestInit: { headers: { Authorization: `Bearer ${e.token}` } },
-  });
-  await client.connect(transport);
-  clients.push(client);
-  await until(() => on.sessions.all().some((s) => s.id === transport.sessionId && s.stream !== null), 'the stream');
-  return {
-    client,
-    heard,
-    digests: () => heard.filter((n) => n.params.meta.kind === 'digest'),
-    call: async (name, args = {}) => {
-      const r = (await client.callTool({ name, arguments: args })) as { content: { text: string }[]; isError?: boolean };
-      return r.isError ? { error: r.content[0]!.text } : JSON.parse(r.content[0]!.text);
-    },
-  };
-}
 
 const todoRow = async (id: string) =>
   (await db.sql<{ ring_attempts: number; last_ringed_at: Date | null; state: string }[]>`
@@ -138,7 +99,7 @@ describe('held doorbells', () => {
     const a = await agent(e);
     await a.call('clock_out');
     const id = await push(e, 'held');
-    await settle();
+    await settleLonger();
     expect(a.heard).toEqual([]);
     app.clock.advance(30 * 60_000);
     await sweep();
@@ -156,7 +117,7 @@ describe('held doorbells', () => {
     expect(await a.call('clock_out')).toEqual(first);
     const [after] = await db.sql`select override_set_at from endpoints where id = ${e.id}`;
     expect(after!.override_set_at).toEqual(before!.override_set_at);
-    await settle();
+    await settleLonger();
     expect(a.heard).toEqual([]);
   });
 });
@@ -182,7 +143,7 @@ describe('the clock-in digest', () => {
     app.clock.advance(4 * 60_000);
     await sweep();
     for (const id of ids) expect((await todoRow(id)).ring_attempts).toBe(0);
-    await settle();
+    await settleLonger();
     expect(a.digests()).toHaveLength(1);
   });
 
@@ -191,7 +152,7 @@ describe('the clock-in digest', () => {
     const a = await agent(e);
     await a.call('clock_out');
     await a.call('clock_in');
-    await settle();
+    await settleLonger();
     expect(a.heard).toEqual([]);
   });
 
@@ -199,7 +160,7 @@ describe('the clock-in digest', () => {
     const e = await vend();
     const a = await agent(e);
     const counted = await push(e, 'counted');
-    await settle();
+    await settleLonger();
     const backlog = await pushEligibleBacklog(db.sql, e.id);
     const late = await push(e, 'late');
     expect(await app.presence.sendDigest(e.id, 'operator', backlog)).toBe(true);
@@ -226,7 +187,7 @@ describe('shifts', () => {
     const a = await agent(e);
     const ids: string[] = [];
     for (let i = 0; i < 7; i++) ids.push(await push(e, `todo ${i}`));
-    await settle();
+    await settleLonger();
     expect(a.heard).toEqual([]);
     app.clock.set('2026-09-22T09:00:00Z');
     expect(await app.presence.evaluate()).toBeGreaterThanOrEqual(1);
@@ -237,7 +198,7 @@ describe('shifts', () => {
     for (const id of ids) expect((await todoRow(id)).ring_attempts).toBe(0);
     app.clock.set('2026-09-22T09:05:00Z');
     expect(await sweep()).toBe(3);
-    await settle();
+    await settleLonger();
     expect(a.digests()).toHaveLength(1);
   });
 
@@ -271,7 +232,7 @@ describe('reconnect digest', () => {
     let digests = 0;
     for (let i = 0; i < 25; i++) {
       const a = await agent(e);
-      await settle();
+      await settleLonger();
       digests += a.digests().length;
       await a.client.close();
       await until(() => !app.sessions.sessionsOf(e.id).some((s) => s.stream), 'the stream to close');
@@ -323,7 +284,7 @@ describe('two instances', () => {
       expect(put.status).toBe(200);
       await until(() => b.presence.presenceOf(e.id) === 'out', "B's cache to see the clock-out", 5000);
       await push(e, 'held on B too');
-      await settle();
+      await settleLonger();
       expect(onB.heard).toEqual([]);
     } finally {
       await b.stop();
@@ -345,7 +306,7 @@ describe('two instances', () => {
       const claims = await Promise.all([app.presence.evaluate({ endpointId: e.id }), b.presence.evaluate({ endpointId: e.id })]);
       expect(claims.reduce((x, y) => x + y, 0)).toBe(1);
       await until(() => onA.digests().length === 1 && onB.digests().length === 1, 'one digest on each instance');
-      await settle();
+      await settleLonger();
       expect(onA.digests()).toHaveLength(1);
       expect(onB.digests()).toHaveLength(1);
     } finally {

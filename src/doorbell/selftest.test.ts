@@ -1,5 +1,4 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
 import type { App } from '../app.ts';
@@ -9,6 +8,7 @@ import { rfc3339 } from '../store/time.ts';
 import { VERSION } from '../version.ts';
 import { sweepOnce } from './sweep.ts';
 import { CHANNEL_NOTE, TROUBLESHOOTING, hintsFor, verdictOf } from './selftest.ts';
+import { connectAgent, until, type Agent, type Vended } from '../../test/support/agents.ts';
 
 /**
  * The end-to-end self-test (SPEC-0025 REQ-6 to REQ-10): test_doorbell, get_doorbell_test, the
@@ -16,7 +16,6 @@ import { CHANNEL_NOTE, TROUBLESHOOTING, hintsFor, verdictOf } from './selftest.t
  * (short) ring delay and a manual clock for every wait.
  */
 
-type Notification = { method: string; params: { content: string; meta: Record<string, string> } };
 type TestApp = App & { clock: ManualClock };
 
 const RING_DELAY_MS = 300;
@@ -27,6 +26,7 @@ let app: TestApp;
 let api: ReturnType<typeof apiCaller>;
 let human: { token: string };
 const clients: Client[] = [];
+const agent = (e: Vended, on: App = app, name = 'claude-code'): Promise<Agent> => connectAgent(on, e, { name, track: clients });
 
 beforeAll(async () => {
   db = await migratedDatabase();
@@ -45,12 +45,6 @@ afterAll(async () => {
   await db.drop();
 });
 
-interface Vended {
-  id: string;
-  slug: string;
-  token: string;
-  mcp_url: string;
-}
 
 async function vend(queues = ['reviews'], via = api): Promise<Vended> {
   const r = await via('POST', '/api/v1/endpoints', { name: 'agent', queues });
@@ -58,52 +52,12 @@ async function vend(queues = ['reviews'], via = api): Promise<Vended> {
   return r.json;
 }
 
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type Call = (name: string, args?: Record<string, unknown>) => Promise<any>;
 
-interface Agent {
-  client: Client;
-  sessionId: string;
-  heard: Notification[];
-  tests: () => Notification[];
-  call: Call;
-}
 
 /** An SDK client whose doorbells land in `heard`; resolves once its stream is open on `on`. */
-async function agent(e: Vended, on: App = app, name = 'claude-code'): Promise<Agent> {
-  const heard: Notification[] = [];
-  const client = new Client({ name, version: '2.1.0' });
-  client.fallbackNotificationHandler = async (n) => void heard.push(n as unknown as Notification);
-  const transport = new StreamableHTTPClientTransport(new URL(`${on.url}/mcp/${e.slug}`), {
-    requestInit: { headers: { Authorization: `Bearer ${e.token}` } },
-  });
-  await client.connect(transport);
-  clients.push(client);
-  const sessionId = transport.sessionId!;
-  await until(() => on.sessions.all().some((s) => s.id === sessionId && s.stream !== null), 'the stream to open');
-  return {
-    client,
-    sessionId,
-    heard,
-    tests: () => heard.filter((n) => n.params.meta.kind === 'self_test'),
-    call: async (tool, args = {}) => {
-      const r = (await client.callTool({ name: tool, arguments: args })) as {
-        content: { text: string }[];
-        structuredContent?: { error?: Record<string, unknown> };
-        isError?: boolean;
-      };
-      return r.isError ? { error: r.content[0]!.text, details: r.structuredContent?.error } : JSON.parse(r.content[0]!.text);
-    },
-  };
-}
 
 /** A session initialized over raw HTTP that never opens its notification stream; tools are called over POST. */
 async function streamless(e: Vended, name = 'claude-code'): Promise<{ sessionId: string; call: Call }> {

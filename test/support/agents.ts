@@ -1,0 +1,70 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { App } from '../../src/app.ts';
+
+/** What `POST /api/v1/endpoints` answers, as the tests use it. */
+export interface Vended {
+  id: string;
+  slug: string;
+  token: string;
+  mcp_url: string;
+}
+
+/** A doorbell as an SDK client receives it. */
+export type Notification = { method: string; params: { content: string; meta: Record<string, string> } };
+
+/** Polls `cond` (I/O is real even when the clock is not) until it holds, or fails naming `what`. */
+export async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** A short real pause, to show that nothing more arrives. */
+export const settle = (ms = 150) => new Promise((r) => setTimeout(r, ms));
+
+export interface Agent {
+  client: Client;
+  sessionId: string;
+  /** Every notification the client received, in order. */
+  heard: Notification[];
+  digests: () => Notification[];
+  /** Self-test doorbells. */
+  tests: () => Notification[];
+  /** Calls a tool: the parsed JSON result, or `{error: "<code>: <message>", details}` for a tool error. */
+  call: (name: string, args?: Record<string, unknown>) => Promise<any>;
+}
+
+/**
+ * An MCP SDK Client connected to `app` as endpoint `e`, resolved once its notification stream is
+ * open on that instance. Clients are pushed onto `track` so the file can close them at the end.
+ */
+export async function connectAgent(app: App, e: Pick<Vended, 'slug' | 'token'>, opts: { name?: string; track?: Client[] } = {}): Promise<Agent> {
+  const heard: Notification[] = [];
+  const client = new Client({ name: opts.name ?? 'claude-code', version: '2.1.0' });
+  client.fallbackNotificationHandler = async (n) => void heard.push(n as unknown as Notification);
+  const transport = new StreamableHTTPClientTransport(new URL(`${app.url}/mcp/${e.slug}`), {
+    requestInit: { headers: { Authorization: `Bearer ${e.token}` } },
+  });
+  await client.connect(transport);
+  opts.track?.push(client);
+  const sessionId = transport.sessionId!;
+  await until(() => app.sessions.all().some((s) => s.id === sessionId && s.stream !== null), 'the stream to open');
+  return {
+    client,
+    sessionId,
+    heard,
+    digests: () => heard.filter((n) => n.params.meta.kind === 'digest'),
+    tests: () => heard.filter((n) => n.params.meta.kind === 'self_test'),
+    call: async (name, args = {}) => {
+      const r = (await client.callTool({ name, arguments: args })) as {
+        content: { text: string }[];
+        structuredContent?: { error?: Record<string, unknown> };
+        isError?: boolean;
+      };
+      return r.isError ? { error: r.content[0]!.text, details: r.structuredContent?.error } : JSON.parse(r.content[0]!.text);
+    },
+  };
+}
