@@ -10,21 +10,20 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { Agent, request } from 'node:http';
 import os from 'node:os';
-import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { startApp } from '../src/app.ts';
 import { systemClock } from '../src/clock.ts';
 import { loadConfig } from '../src/config.ts';
-import { startThrowawayCluster, type RunningCluster } from '../src/db/cluster.ts';
+import { startThrowawayCluster } from '../src/db/cluster.ts';
 import { connect } from '../src/db/connect.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { githubHeaders, githubIssueOpened } from '../src/ingest/fixtures.testkit.ts';
 import { createLogger } from '../src/log.ts';
 import { addHuman, createToken } from '../src/store/humans.ts';
+import { pgbenchInsertRate } from './lib.ts';
 
 const execFileAsync = promisify(execFile);
 const SELF = fileURLToPath(import.meta.url);
@@ -92,31 +91,8 @@ async function drive(url: string, secret: string, senders: number, seconds: numb
 }
 
 // ---------------------------------------------------------------------------------------------
-// pgbench on the same cluster
 
 /** Single-row insert commits/s: `insert into t(v) values (1)`, one transaction each. */
-async function pgbenchInsertRate(cluster: RunningCluster, clients: number, seconds: number): Promise<{ tps: number; command: string }> {
-  const sql = connect(cluster.url, { max: 1 });
-  await sql`create table if not exists bench_pgbench_insert (v integer)`;
-  await sql.end({ timeout: 5 });
-  // A directory the postgres OS user can read (pgbench runs as it when we are root).
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'sbbench-'));
-  await chmod(dir, 0o755);
-  const script = path.join(dir, 'insert.sql');
-  await writeFile(script, 'insert into bench_pgbench_insert (v) values (1);\n', { mode: 0o644 });
-  const pgbench = path.join(cluster.binDir, 'pgbench');
-  const args = ['-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-n', '-c', String(clients), '-j', '2', '-T', String(seconds), '-f', script, 'postgres'];
-  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-  const [file, argv] = isRoot ? ['runuser', ['-u', 'postgres', '--', pgbench, ...args]] : [pgbench, args];
-  try {
-    const { stdout } = await execFileAsync(file, argv, { cwd: '/', maxBuffer: 1 << 20 });
-    const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(stdout)?.[1] ?? /tps = ([\d.]+)/.exec(stdout)?.[1];
-    if (!tps) throw new Error(`cannot read tps from pgbench output:\n${stdout}`);
-    return { tps: Number(tps), command: `pgbench -n -c ${clients} -j 2 -T ${seconds} -f insert.sql` };
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 

@@ -1,4 +1,13 @@
-/** Shared by the bench scripts: a concurrent drain loop and its summary. */
+/** Shared by the bench scripts: a concurrent drain loop, its summary, and PostgreSQL's own limit. */
+import { execFile } from 'node:child_process';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import type { RunningCluster } from '../src/db/cluster.ts';
+import { connect } from '../src/db/connect.ts';
+
+const execFileAsync = promisify(execFile);
 
 export interface DrainResult {
   done: number;
@@ -27,4 +36,28 @@ export async function drain(workers: number, step: (worker: number) => Promise<b
   const seconds = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
   return { done: latencies.length, seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+}
+
+/** PostgreSQL's single-row insert commit rate on the same cluster, measured with its own pgbench. */
+export async function pgbenchInsertRate(cluster: RunningCluster, clients: number, seconds: number): Promise<{ tps: number; command: string }> {
+  const sql = connect(cluster.url, { max: 1 });
+  await sql`create table if not exists bench_pgbench_insert (v integer)`;
+  await sql.end({ timeout: 5 });
+  // A directory the postgres OS user can read (pgbench runs as it when we are root).
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'sbbench-'));
+  await chmod(dir, 0o755);
+  const script = path.join(dir, 'insert.sql');
+  await writeFile(script, 'insert into bench_pgbench_insert (v) values (1);\n', { mode: 0o644 });
+  const pgbench = path.join(cluster.binDir, 'pgbench');
+  const args = ['-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-n', '-c', String(clients), '-j', '2', '-T', String(seconds), '-f', script, 'postgres'];
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const [file, argv] = isRoot ? ['runuser', ['-u', 'postgres', '--', pgbench, ...args]] : [pgbench, args];
+  try {
+    const { stdout } = await execFileAsync(file, argv, { cwd: '/', maxBuffer: 1 << 20 });
+    const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(stdout)?.[1] ?? /tps = ([\d.]+)/.exec(stdout)?.[1];
+    if (!tps) throw new Error(`cannot read tps from pgbench output:\n${stdout}`);
+    return { tps: Number(tps), command: `pgbench -n -c ${clients} -j 2 -T ${seconds} -f insert.sql` };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
