@@ -1,0 +1,93 @@
+/**
+ * Background-loop cost at scale: 200,000 pending todos over 10,000 endpoints (shifts on half of
+ * them). Times one heartbeat sweep (charging at most 3 due todos among 1,000 receivers) and one
+ * presence evaluator pass, beside a plain count of the same todos as the baseline, and prints the
+ * sweep's EXPLAIN so index use is visible.
+ *
+ *   npm run bench:sweep -- [--todos 200000] [--endpoints 10000]
+ */
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import { ManualClock } from '../src/clock.ts';
+import { startThrowawayCluster } from '../src/db/cluster.ts';
+import { connect } from '../src/db/connect.ts';
+import { migrate } from '../src/db/migrate.ts';
+import { PresenceService } from '../src/doorbell/presence.ts';
+import { createLogger } from '../src/log.ts';
+import { SessionRegistry } from '../src/mcp/sessions.ts';
+import { chargeDueRingsUnscoped } from '../src/store/doorbells.ts';
+import { addHuman } from '../src/store/humans.ts';
+
+const { values } = parseArgs({ options: { todos: { type: 'string', default: '200000' }, endpoints: { type: 'string', default: '10000' } } });
+const TODOS = Number(values.todos);
+const ENDPOINTS = Number(values.endpoints);
+
+async function main(): Promise<void> {
+  const cluster = await startThrowawayCluster({ prefer: 'system' });
+  const sql = connect(cluster.url, { max: 4 });
+  try {
+    await migrate(sql);
+    const pgVersion = (await sql`show server_version`)[0]!.server_version as string;
+    const human = await addHuman(sql, { handle: 'bench' });
+    const [agent] = await sql`insert into agents (owner_human_id, name) values (${human.id}, 'bench') returning id`;
+    const t0 = performance.now();
+    await sql`
+      insert into endpoints (agent_id, slug, credential_hash, credential_prefix, scope_queues, shift)
+      select ${agent!.id}, 'bench-' || i, md5(i::text), 'sbk_bench', '{work}',
+             case when i % 2 = 0 then 'TZ=Europe/Berlin Mon 09:00-17:00; Tue 09:00-17:00; Wed 09:00-17:00; Thu 09:00-17:00; Fri 09:00-17:00' end
+      from generate_series(1, ${ENDPOINTS}) i`;
+    const [ev] = await sql`insert into events (source, family, trust_mode, verified) values ('operator', 'operator', 'operator', true) returning id`;
+    await sql`
+      insert into todos (id, endpoint_id, queue, source, title, event_id, created_at, updated_at)
+      select 'td_' || gen_random_uuid(), e.id, 'work', 'operator', 'job', ${ev!.id},
+             now() - interval '2 hours' + (g % 3600) * interval '1 second', now()
+      from generate_series(1, ${TODOS}) g,
+           (select array_agg(id order by id) as ids from endpoints) all_endpoints,
+           lateral (select all_endpoints.ids[1 + g % ${ENDPOINTS}] as id) e`;
+    await sql`analyze`;
+    const loadSeconds = (performance.now() - t0) / 1000;
+
+    const receivers = (await sql<{ id: string }[]>`select id from endpoints order by id limit 1000`).map((r) => r.id);
+    const now = new Date();
+    let start = performance.now();
+    await sql`select count(*) from todos where state = 'pending'`;
+    const countMs = performance.now() - start;
+    start = performance.now();
+    const charged = await chargeDueRingsUnscoped(sql, receivers, now);
+    const sweepMs = performance.now() - start;
+
+    const clock = new ManualClock('2026-10-26T07:00:00Z');
+    const presence = new PresenceService(sql, clock, createLogger('silent'), new SessionRegistry(clock), () => {
+      throw new Error('no doorbell in this bench');
+    });
+    await presence.evaluate();
+    clock.set('2026-10-26T08:00:00Z'); // 09:00 in Berlin: half the endpoints come in
+    start = performance.now();
+    const transitions = await presence.evaluate();
+    const evaluatorMs = performance.now() - start;
+
+    const explain = await sql.unsafe(
+      `explain select t.id from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active'
+       where t.endpoint_id = any($1::uuid[]) and t.state = 'pending' and t.ring_attempts < 5
+         and coalesce(t.last_ringed_at, t.created_at) <= now() - interval '5 minutes'`,
+      [receivers],
+    );
+
+    console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}, ${TODOS} pending todos over ${ENDPOINTS} endpoints (loaded in ${loadSeconds.toFixed(1)} s)`);
+    console.table([
+      { measure: 'baseline: count(*) of pending todos', ms: +countMs.toFixed(1) },
+      { measure: `one heartbeat sweep over 1,000 receivers (charged ${charged.length})`, ms: +sweepMs.toFixed(1) },
+      { measure: `one presence evaluator pass (${transitions} transitions)`, ms: +evaluatorMs.toFixed(1) },
+    ]);
+    console.log('Sweep candidate scan plan:');
+    for (const row of explain as unknown as { 'QUERY PLAN': string }[]) {
+      const line = row['QUERY PLAN'];
+      console.log(`  ${line.length > 140 ? `${line.slice(0, 140)}…` : line}`);
+    }
+  } finally {
+    await sql.end({ timeout: 5 });
+    await cluster.stop();
+  }
+}
+
+await main();
