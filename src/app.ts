@@ -148,6 +148,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       allowedHosts: allowedHostsFor(config),
       mcpLimits: opts.mcpLimits,
       ingestLimit: opts.ingestLimit,
+      isDeaf: (session) => doorbell.isDeaf(session),
     });
     wakeups = await listenForWakeups(
       sql,

@@ -7,6 +7,7 @@ import { openDatabase } from '../db/open.ts';
 import { createLogger } from '../log.ts';
 import { addHuman, createToken, listHumans, listTokens, revokeToken } from '../store/humans.ts';
 import { rfc3339 } from '../store/time.ts';
+import { createLoginLink } from '../store/web-sessions.ts';
 import type { CliContext } from './context.ts';
 import { CliError, printJson, printTable } from './output.ts';
 
@@ -36,7 +37,7 @@ export async function withDatabase<T>(ctx: CliContext, fn: (sql: Sql) => Promise
 export function registerAdminCommands(program: Command, ctx: CliContext): void {
   const admin = program
     .command('admin')
-    .description('manage humans and their personal access tokens (acts on the database directly, on the server host)');
+    .description('manage humans, their personal access tokens and board sign-in links (acts on the database directly, on the server host)');
 
   const human = admin.command('human').description('humans: the people who own endpoints');
   human
@@ -60,6 +61,26 @@ export function registerAdminCommands(program: Command, ctx: CliContext): void {
       if (opts.json) return printJson(ctx.io, rows.map((h) => ({ id: h.id, handle: h.handle, display_name: h.display_name, email: h.email, created_at: rfc3339(h.created_at) })));
       if (rows.length === 0) return ctx.io.out('No humans yet. Add one with `switchboard admin human add HANDLE`.\n');
       printTable(ctx.io, ['HANDLE', 'NAME', 'EMAIL', 'ID'], rows.map((h) => [h.handle, h.display_name, h.email, h.id]));
+    });
+
+  admin
+    .command('login-link')
+    .description('mint a one-time board sign-in link for a human (single use, valid 15 minutes)')
+    .argument('<handle>', 'the human')
+    .option('--json', 'print JSON')
+    .action(async (handle: string, opts: { json?: boolean }) => {
+      let baseUrl: string;
+      try {
+        baseUrl = loadConfig(ctx.env).baseUrl;
+      } catch (e) {
+        if (e instanceof ConfigError) throw new CliError(e.message);
+        throw e;
+      }
+      const link = await withDatabase(ctx, (sql) => createLoginLink(sql, handle, systemClock.now()));
+      const url = `${baseUrl}/login/${link.token}`;
+      if (opts.json) return printJson(ctx.io, { url, handle: link.human.handle, expires_at: rfc3339(link.expiresAt) });
+      ctx.io.out(`${url}\n`);
+      ctx.io.err(`Sign-in link for ${link.human.handle}: works once, until ${rfc3339(link.expiresAt)} (15 minutes). Open it in the browser to sign in.\n`);
     });
 
   const token = admin.command('token').description('personal access tokens (sbp_...) for the API and the CLI');

@@ -169,6 +169,11 @@ export class Doorbell {
     return { rung: false, reason: failure };
   }
 
+  /** True while a session's last DEAF_THRESHOLD or more doorbell writes all failed (the board's deaf warning). */
+  isDeaf(session: Session): boolean {
+    return (this.#deafRuns.get(session)?.failures ?? 0) >= DEAF_THRESHOLD;
+  }
+
   #rotation(endpointId: string, group: Session[]): Session[] {
     if (group.length === 0) return group;
     const start = (this.#cursors.get(endpointId) ?? 0) % group.length;

@@ -3,9 +3,10 @@ import { SwitchboardError, isSwitchboardError } from '../errors.ts';
 import { registerMcp } from '../mcp/transport.ts';
 import { registerIngest } from './ingest.ts';
 import type { Metrics } from '../metrics.ts';
+import { registerBoard } from '../board/plugin.ts';
 import { constantTimeEqual } from '../secrets.ts';
 import type { EndpointCredentials } from '../mcp/credentials.ts';
-import type { SessionRegistry } from '../mcp/sessions.ts';
+import type { Session, SessionRegistry } from '../mcp/sessions.ts';
 import type { AgentServices } from '../mcp/tools.ts';
 import type { TodoRow } from '../store/todos.ts';
 import type { BucketPolicy } from './rate-limit.ts';
@@ -31,6 +32,8 @@ export interface ServerDeps extends AgentServices {
   mcpLimits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
   /** Overrides the per-IP webhook ingest limit (benchmarks lift it). */
   ingestLimit?: BucketPolicy;
+  /** The board's deaf-consumer warning: whether a session's recent doorbell writes all failed. */
+  isDeaf?: (session: Session) => boolean;
 }
 
 const SECURITY_HEADERS: Record<string, string> = {
@@ -113,6 +116,18 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     webhooks: deps.webhooks,
     onTodoReady: deps.onTodoReady,
     limit: deps.ingestLimit,
+  });
+  registerBoard(app, {
+    sql: deps.sql,
+    clock: deps.clock,
+    log: deps.log,
+    baseUrl: deps.baseUrl,
+    sessions: deps.sessions,
+    presence: deps.presence,
+    selfTests: deps.selfTests,
+    webhooks: deps.webhooks,
+    onEndpointRevoked: deps.onEndpointRevoked,
+    isDeaf: deps.isDeaf,
   });
   registerMcp(app, {
     sql: deps.sql,

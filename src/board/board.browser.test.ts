@@ -1,0 +1,198 @@
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectAgent, until, type Agent } from '../../test/support/agents.ts';
+import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
+import type { App } from '../app.ts';
+import { main } from '../cli/main.ts';
+import { ManualClock } from '../clock.ts';
+
+/**
+ * The board as a person uses it, in a real browser: Debian's Chromium, headless, driven by
+ * playwright-core. Sign in by link, vend and read the credential once, clock out and see the held
+ * todo, a refused and an accepted shift, a self-test that an SDK client answers, revoke. Every
+ * page is saved as a screenshot under test-results/board/.
+ */
+
+const CHROMIUM = process.env.SWITCHBOARD_CHROMIUM ?? '/usr/bin/chromium';
+const SHOTS = fileURLToPath(new URL('../../test-results/board/', import.meta.url));
+
+let db: Awaited<ReturnType<typeof migratedDatabase>>;
+let app: App & { clock: ManualClock };
+let context: BrowserContext;
+let page: Page;
+let userDataDir: string;
+let human: { id: string; handle: string; token: string };
+const clients: Client[] = [];
+const cspViolations: string[] = [];
+
+const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(
+      `Chromium not found at ${CHROMIUM}: the board's browser test needs it. Install it with ` +
+        '`apt-get install -y --no-install-recommends chromium` (.ci/run does), or point SWITCHBOARD_CHROMIUM at a Chromium binary.',
+    );
+  }
+  mkdirSync(SHOTS, { recursive: true });
+  db = await migratedDatabase();
+  // The CLI mints the sign-in link with the system clock: start the app's clock at the real now.
+  app = await startTestApp(db.url, new ManualClock(new Date()), { selfTestRingDelayMs: 200 });
+  human = await humanWithToken(db.sql);
+  userDataDir = mkdtempSync(join(tmpdir(), 'sb-chromium-'));
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1200, height: 900 },
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  context.setDefaultTimeout(10_000);
+  page = context.pages()[0] ?? (await context.newPage());
+  page.on('console', (m) => {
+    if (/Content.Security.Policy/i.test(m.text())) cspViolations.push(m.text());
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await context?.close().catch(() => {});
+  if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
+  await Promise.all(clients.map((c) => c.close().catch(() => {})));
+  await app?.stop();
+  await db?.drop();
+});
+
+describe('the board in Chromium', { timeout: 60_000 }, () => {
+  let endpointId = '';
+  let slug = '';
+  let credential = '';
+  let agent: Agent;
+
+  it('signs in with a link from switchboard admin login-link', async () => {
+    let out = '';
+    const code = await main(['node', 'switchboard', 'admin', 'login-link', human.handle], {
+      io: { out: (t) => void (out += t), err: () => {} },
+      env: { SWITCHBOARD_DATABASE_URL: db.url, SWITCHBOARD_BASE_URL: app.url },
+      readStdin: async () => '',
+      stdinIsTty: false,
+    });
+    expect(code).toBe(0);
+    await page.goto(out.trim());
+    await expect.poll(() => page.textContent('h1')).toBe('Sign in to Switchboard');
+    await shot('01-login-confirm');
+    await page.click('#confirm-login');
+    await page.waitForURL(`${app.url}/`);
+    expect(await page.textContent('.signout')).toContain(human.handle);
+    expect(await page.textContent('main')).toContain('No endpoints yet');
+    await shot('02-endpoints-empty');
+  });
+
+  it('vends an endpoint and shows its credential once', async () => {
+    await page.fill('#vend input[name="name"]', 'review-bot');
+    await page.fill('#vend input[name="queues"]', 'reviews');
+    await page.click('#vend button[type="submit"]');
+    await page.waitForSelector('#credential');
+    credential = (await page.textContent('#credential'))!;
+    expect(credential).toMatch(/^sbk_[A-Za-z0-9_-]{43}$/);
+    expect(await page.textContent('#mcp-json')).toContain(`"Authorization": "Bearer ${credential}"`);
+    expect(await page.textContent('#claude-mcp-add')).toContain('claude mcp add --transport http');
+    await shot('03-vended-credential-once');
+    await page.click('text=Done: go to the endpoint');
+    await page.waitForURL(/\/endpoints\/[0-9a-f-]{36}$/);
+    endpointId = /\/endpoints\/([0-9a-f-]{36})$/.exec(page.url())![1]!;
+    slug = (await db.sql`select slug from endpoints where id = ${endpointId}`)[0]!.slug as string;
+    const html = await page.content();
+    expect(html).not.toContain(credential);
+    expect(html).toContain(`${credential.slice(0, 12)}…`);
+    await shot('04-endpoint-card');
+    await page.click('nav >> text=Endpoints');
+    await page.waitForURL(`${app.url}/`);
+    expect(await page.textContent(`#endpoint-${endpointId} .card-head`)).toContain('review-bot');
+    await shot('04b-endpoints-list');
+    await page.goto(`${app.url}/endpoints/${endpointId}`);
+  });
+
+  it('clocks the endpoint out: the card says off shift and the todo is held', async () => {
+    const pushed = await apiCaller(app.url, human.token)('POST', `/api/v1/endpoints/${slug}/todos`, {
+      title: 'Review PR 12',
+      payload: { pr: 12, repo: 'acme/widgets' },
+    });
+    expect(pushed.status).toBe(201);
+    await page.click('.presence-form button[value="out"]');
+    await page.waitForURL(`${app.url}/endpoints/${endpointId}`);
+    expect(await page.textContent('.presence-badge')).toBe('off shift');
+    expect(await page.textContent('.presence-detail')).toContain('until clocked in');
+    await shot('05-card-off-shift');
+    await page.click('nav >> text=Todos');
+    await page.waitForURL(`${app.url}/todos`);
+    expect(await page.textContent('.todo-row .held')).toBe('held until clocked in');
+    await shot('06-todos-held');
+    await page.click('text=Review PR 12');
+    await page.waitForURL(/\/todos\/td_/);
+    expect(await page.textContent('#payload')).toContain('"repo": "acme/widgets"');
+    await shot('07-todo');
+  });
+
+  it('shows a refused shift inline, naming the field, and stores a valid one', async () => {
+    await page.goto(`${app.url}/endpoints/${endpointId}`);
+    await page.fill(`#shift-${endpointId}`, 'Mon-Fri 25:00-17:00');
+    await page.click('.shift-form button[value="save"]');
+    const error = await page.waitForSelector('.shift-form .error');
+    expect(await error.textContent()).toMatch(/^shift: /);
+    expect(await page.getAttribute(`#shift-${endpointId}`, 'aria-invalid')).toBe('true');
+    await shot('08-shift-error');
+    await page.fill(`#shift-${endpointId}`, 'TZ=Europe/Berlin Mon-Fri 09:00-17:00');
+    await page.click('.shift-form button[value="save"]');
+    await page.waitForURL(`${app.url}/endpoints/${endpointId}`);
+    // The stored canonical form, one window per day.
+    expect(await page.textContent('.shift-value')).toMatch(/^TZ=Europe\/Berlin Mon 09:00-17:00; .*Fri 09:00-17:00$/);
+    await shot('09-shift-saved');
+  });
+
+  it('runs the self-test against a connected SDK client and shows pass', async () => {
+    await page.click('.presence-form button[value="in"]');
+    await page.waitForURL(`${app.url}/endpoints/${endpointId}`);
+    expect(await page.textContent('.presence-badge')).toBe('on shift');
+    agent = await connectAgent(app, { slug, token: credential }, { track: clients });
+    // The agent answers a self-test doorbell the way a woken Claude Code session would: it claims the todo.
+    const heard = agent.client.fallbackNotificationHandler!;
+    agent.client.fallbackNotificationHandler = async (n) => {
+      await heard(n);
+      const meta = (n.params as { meta?: Record<string, string> } | undefined)?.meta;
+      if (meta?.kind === 'self_test') void agent.call('claim', { id: meta.todo_id });
+    };
+    await page.reload();
+    expect(await page.textContent('.sessions')).toContain('1 attached');
+    await page.click('#report button.selftest');
+    await page.waitForURL(`${app.url}/endpoints/${endpointId}#report`);
+    // The report updates in place when the live update arrives (no reload).
+    await page.locator('#report .verdict-value', { hasText: /^pass$/ }).waitFor({ timeout: 15_000 });
+    expect(await page.textContent('#report')).toMatch(/Claimed\s*within [\d.]+ s/);
+    await shot('10-self-test-pass');
+  });
+
+  it('revokes the endpoint through a confirm page', async () => {
+    await page.click('a.danger >> text=Revoke');
+    await page.waitForURL(`${app.url}/endpoints/${endpointId}/revoke`);
+    await shot('11-revoke-confirm');
+    await page.click('#confirm-revoke');
+    await page.waitForURL(`${app.url}/endpoints/${endpointId}`);
+    expect(await page.textContent('.card-head .state')).toBe('revoked');
+    expect(await page.textContent('.card')).toContain('Endpoint killed');
+    await until(() => app.sessions.sessionsOf(endpointId).length === 0, 'the revoked endpoint’s sessions to close');
+    await shot('12-revoked');
+  });
+
+  it('signs out, and the pages loaded without a single Content-Security-Policy violation', async () => {
+    await page.click('.signout button');
+    await page.waitForURL(`${app.url}/login`);
+    await shot('13-signed-out');
+    await page.goto(`${app.url}/todos`);
+    await page.waitForURL(`${app.url}/login`);
+    expect(cspViolations).toEqual([]);
+  });
+});

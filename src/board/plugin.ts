@@ -1,0 +1,519 @@
+import { readFileSync } from 'node:fs';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Clock } from '../clock.ts';
+import type { Sql } from '../db/connect.ts';
+import { inputsOf, type PresenceService } from '../doorbell/presence.ts';
+import type { SelfTests } from '../doorbell/selftest.ts';
+import { SwitchboardError, invalidArgument, isSwitchboardError } from '../errors.ts';
+import { HTTP_STATUS, fromFastifyError } from '../http/errors.ts';
+import { RateLimiter } from '../http/rate-limit.ts';
+import type { Webhooks } from '../ingest/webhooks.ts';
+import type { Logger } from '../log.ts';
+import type { Session, SessionRegistry } from '../mcp/sessions.ts';
+import { effective, parseShift, planOperatorSet, CLEARED_OVERRIDE, type EffectivePresence } from '../presence/index.ts';
+import { validateQueueName } from '../scope.ts';
+import { hashSecret } from '../secrets.ts';
+import { countHumanTodos, getHumanTodo, latestSelfTests, listHumanTodos } from '../store/board.ts';
+import { endpointRevoked, listOwnEndpoints, resolveOwnEndpoint, revokeOwnEndpoint, vendEndpoint, type Endpoint } from '../store/endpoints.ts';
+import { TODO_STATES, type TodoState } from '../store/todos.ts';
+import { listEndpointEvents } from '../store/webhooks.ts';
+import { consumeLoginLink, deleteWebSession, findWebSession, loginLinkUsable } from '../store/web-sessions.ts';
+import { SESSION_COOKIE, boardSession, clearSessionCookie, readCookie, setSessionCookie, type BoardSession } from './auth.ts';
+import { csrfValid } from './csrf.ts';
+import { html, path } from './html.ts';
+import {
+  endpointPage,
+  endpointsPage,
+  loginConfirmPage,
+  loginDeadPage,
+  loginHelpPage,
+  messagePage,
+  revokeConfirmPage,
+  todoPage,
+  todosPage,
+  vendedPage,
+  type CardData,
+  type CardErrors,
+  type FieldError,
+  type ReportView,
+  type TodoListView,
+} from './pages.ts';
+import { BoardEvents } from './sse.ts';
+
+/** The board's own policy: its pages load only same-origin CSS and JS, and no inline script or style. */
+export const BOARD_CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+
+/** Per signed-in human: state-changing requests only. */
+export const BOARD_POST_LIMIT = { rate: 3, burst: 30 };
+const TODOS_PAGE_LIMIT = 100;
+
+export interface BoardDeps {
+  sql: Sql;
+  clock: Clock;
+  log: Logger;
+  baseUrl: () => string;
+  sessions: SessionRegistry;
+  presence: PresenceService;
+  selfTests: SelfTests;
+  webhooks: Webhooks;
+  /** Runs after a revocation commits: this instance drops the endpoint's sessions at once. */
+  onEndpointRevoked?: (endpointId: string) => void;
+  /** Whether a session's recent doorbell writes all failed (the deaf-consumer warning). */
+  isDeaf?: (session: Session) => boolean;
+  /** How often live updates look for changes (default 2 s). */
+  eventsPollMs?: number;
+}
+
+type Form = Record<string, string | string[]>;
+
+/** application/x-www-form-urlencoded → fields; a repeated name becomes an array. */
+function parseForm(body: string): Form {
+  const out: Form = {};
+  for (const [k, v] of new URLSearchParams(body)) {
+    const had = out[k];
+    out[k] = had === undefined ? v : Array.isArray(had) ? [...had, v] : [had, v];
+  }
+  return out;
+}
+
+const formOf = (req: FastifyRequest): Form => (req.body && typeof req.body === 'object' ? (req.body as Form) : {});
+function field(form: Form, name: string): string | undefined {
+  const v = form[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+function fields(form: Form, name: string): string[] {
+  const v = form[name];
+  return v === undefined ? [] : Array.isArray(v) ? v : [v];
+}
+
+const DURATION = /^(?:(\d+)h)?(?:(\d+)m)?$/;
+
+/** The presence form's `until`: empty (no end), a duration from now like 90m or 2h, or an RFC 3339 time. */
+function parseUntil(raw: string | undefined, now: Date): Date | null {
+  const text = (raw ?? '').trim();
+  if (text === '') return null;
+  const d = DURATION.exec(text);
+  let until: Date;
+  if (d && (d[1] || d[2])) until = new Date(now.getTime() + (Number(d[1] ?? 0) * 60 + Number(d[2] ?? 0)) * 60_000);
+  else if (/^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:\d\d)$/i.test(text)) until = new Date(text);
+  else throw invalidArgument('until', 'must be a duration like 90m or 2h, or an RFC 3339 time like 2026-12-01T17:00:00Z');
+  if (Number.isNaN(until.getTime())) throw invalidArgument('until', 'is not a valid time');
+  if (until.getTime() <= now.getTime()) throw invalidArgument('until', 'must be in the future');
+  return until;
+}
+
+const fieldErrorOf = (err: SwitchboardError): FieldError => ({
+  field: typeof err.details.field === 'string' ? err.details.field : 'form',
+  message: err.message,
+});
+
+const isInvalid = (err: unknown): err is SwitchboardError => isSwitchboardError(err) && err.code === 'invalid_argument';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Board routes reachable without a session (sign-in and static files). */
+    boardPublic?: boolean;
+    /** Static files: no session lookup at all. */
+    boardStatic?: boolean;
+  }
+}
+
+/**
+ * The board: server-rendered pages for the humans who own endpoints, behind a session cookie and
+ * a CSRF token on every state-changing form. It calls the same store functions and services as
+ * /api/v1 (vend, revoke, presence, shift, self-test), so every decision is made in one place.
+ */
+export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
+  const { sql, clock, log } = deps;
+  const secure = () => deps.baseUrl().startsWith('https://');
+  const postLimiter = new RateLimiter(BOARD_POST_LIMIT, clock);
+  const events = new BoardEvents({
+    sql,
+    clock,
+    log,
+    pollMs: deps.eventsPollMs,
+    sessionCounts: (id) => {
+      const of = deps.sessions.sessionsOf(id);
+      return { sessions: of.length, unheard_sessions: of.filter((s) => s.unheard).length };
+    },
+  });
+  const asset = (name: string) => readFileSync(new URL(`./static/${name}`, import.meta.url));
+  const css = asset('board.css');
+  const js = asset('board.js');
+
+  // Open event streams would hold the HTTP server open: end them before it closes.
+  app.addHook('preClose', async () => events.closeAll());
+
+  app.register(async (board) => {
+    board.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
+      done(null, parseForm(body as string));
+    });
+
+    board.addHook('onRequest', async (req, reply) => {
+      reply.header('content-security-policy', BOARD_CSP);
+      if (req.routeOptions.config.boardStatic) return;
+      const token = readCookie(req, SESSION_COOKIE);
+      if (token) {
+        const found = await findWebSession(sql, token, clock.now());
+        if (found) req.boardSession = boardSession(found.human, token, found.expiresAt);
+        // A cookie proven dead is cleared.
+        else clearSessionCookie(reply, secure());
+      }
+      if (req.boardSession || req.routeOptions.config.boardPublic) return;
+      if (req.method === 'GET' || req.method === 'HEAD') {
+        if (req.routeOptions.url === '/events') return reply.code(401).type('text/plain; charset=utf-8').send('sign in first\n');
+        return reply.redirect('/login', 303);
+      }
+      return sendPage(reply, 403, messagePage({ title: 'Forbidden' }, 'Not signed in', 'Your session ended. Sign in again and retry.'));
+    });
+
+    // Every state-changing request: the session's CSRF token (form field or X-CSRF-Token), then the per-human limit.
+    board.addHook('preHandler', async (req, reply) => {
+      if (req.method === 'GET' || req.method === 'HEAD' || req.routeOptions.config.boardPublic) return;
+      const s = req.boardSession!;
+      const presented = field(formOf(req), 'csrf_token') ?? req.headers['x-csrf-token'];
+      if (!csrfValid(s.token, presented)) {
+        return sendPage(reply, 403, messagePage({ title: 'Forbidden', session: s }, 'Refused', 'This form is stale or did not come from this board (missing or wrong CSRF token). Go back, reload and try again.'));
+      }
+      const wait = postLimiter.take(s.human.id);
+      if (wait > 0) {
+        reply.header('retry-after', String(wait));
+        return sendPage(reply, 429, messagePage({ title: 'Slow down', session: s }, 'Too many changes', `Retry in ${wait} s.`));
+      }
+    });
+
+    board.setErrorHandler(async (err, req, reply) => {
+      const s = req.boardSession;
+      let e: SwitchboardError | null = isSwitchboardError(err) ? err : fromFastifyError(err as { code?: string; statusCode?: number; message: string });
+      if (!e) {
+        log.error({ err, method: req.method, route: req.routeOptions.url }, 'board: unhandled error');
+        e = new SwitchboardError('internal', 'internal error');
+      }
+      if (e.code === 'rate_limited' && typeof e.details.retry_after === 'number') reply.header('retry-after', String(e.details.retry_after));
+      const status = HTTP_STATUS[e.code];
+      if (e.code === 'not_found') return sendPage(reply, 404, notFoundPage(s));
+      const heading = e.code === 'conflict' ? 'Not possible now' : e.code === 'internal' ? 'Something went wrong' : 'Refused';
+      return sendPage(reply, status, messagePage({ title: heading, session: s }, heading, e.message, backLink(s)));
+    });
+
+    const publicRoute = { config: { boardPublic: true } };
+
+    const staticRoute = { config: { boardPublic: true, boardStatic: true } };
+    board.get('/static/board.css', staticRoute, async (_req, reply) =>
+      reply.type('text/css; charset=utf-8').header('cache-control', 'no-cache').send(css),
+    );
+    board.get('/static/board.js', staticRoute, async (_req, reply) =>
+      reply.type('text/javascript; charset=utf-8').header('cache-control', 'no-cache').send(js),
+    );
+
+    // -------------------------------------------------------------------------------------------
+    // Sign-in by a one-time link (minted with `switchboard admin login-link HANDLE`)
+
+    board.get('/login', publicRoute, async (req, reply) => {
+      if (req.boardSession) return reply.redirect('/', 303);
+      return sendPage(reply, 200, loginHelpPage());
+    });
+
+    // The link's GET only shows a button: a link scanner that fetches it spends nothing.
+    board.get('/login/:token', publicRoute, async (req, reply) => {
+      const { token } = req.params as { token: string };
+      reply.header('referrer-policy', 'no-referrer');
+      if (!(await loginLinkUsable(sql, token, clock.now()))) return sendPage(reply, 404, loginDeadPage());
+      return sendPage(reply, 200, loginConfirmPage(token));
+    });
+
+    board.post('/login/:token', publicRoute, async (req, reply) => {
+      const { token } = req.params as { token: string };
+      reply.header('referrer-policy', 'no-referrer');
+      // Login CSRF: only a form of this origin may spend a link.
+      if (crossSite(req)) return sendPage(reply, 403, messagePage({ title: 'Forbidden' }, 'Refused', 'A sign-in link can only be confirmed from its own page.'));
+      const opened = await consumeLoginLink(sql, token, clock.now());
+      if (!opened) return sendPage(reply, 404, loginDeadPage());
+      if (req.boardSession) await deleteWebSession(sql, req.boardSession.token);
+      setSessionCookie(reply, opened.sessionToken, secure());
+      log.info({ human_id: opened.humanId }, 'board sign-in by link');
+      return reply.redirect('/', 303);
+    });
+
+    board.post('/logout', async (req, reply) => {
+      const s = req.boardSession!;
+      await deleteWebSession(sql, s.token);
+      events.closeSession(hashSecret(s.token));
+      clearSessionCookie(reply, secure());
+      return reply.redirect('/login', 303);
+    });
+
+    // -------------------------------------------------------------------------------------------
+    // Endpoints
+
+    const now = () => clock.now();
+    const humanOf = (req: FastifyRequest): BoardSession => req.boardSession!;
+    const idParam = (req: FastifyRequest) => (req.params as { id: string }).id;
+
+    const cardData = (e: Endpoint): CardData => ({
+      endpoint: e,
+      presence: effective(inputsOf(e), now()),
+      mcpUrl: `${deps.baseUrl()}/mcp/${e.slug}`,
+      sessions: deps.sessions.sessionsOf(e.id).map((s) => ({
+        id: s.id,
+        client: `${s.clientInfo.name} ${s.clientInfo.version}`.trim(),
+        stream: s.stream !== null,
+        unheard: s.unheard,
+        deaf: deps.isDeaf?.(s) ?? false,
+      })),
+    });
+
+    async function renderEndpoints(reply: FastifyReply, s: BoardSession, status: number, opts: Parameters<typeof endpointsPage>[3] = {}) {
+      const rows = await listOwnEndpoints(sql, s.human.id);
+      return sendPage(reply, status, endpointsPage(s, rows.map(cardData), now(), opts));
+    }
+
+    async function renderEndpoint(reply: FastifyReply, s: BoardSession, e: Endpoint, status: number, opts: { errs?: CardErrors; reportError?: string } = {}) {
+      const [latest] = await latestSelfTests(sql, [e.id]);
+      let report: ReportView | null = null;
+      if (latest) {
+        const r = await deps.selfTests.report(e.id, latest.test_id);
+        report = { ...r, started_at: latest.created_at };
+      }
+      const page = endpointPage(s, cardData(e), now(), {
+        report,
+        reportError: opts.reportError,
+        webhooks: await deps.webhooks.list(e.id),
+        events: await listEndpointEvents(sql, e.id, 5),
+        errs: opts.errs,
+        live: status === 200 && !opts.errs && !opts.reportError,
+      });
+      return sendPage(reply, status, page);
+    }
+
+    /** One of the caller's endpoints that is still active; another human's answers like a missing one. */
+    async function activeEndpoint(req: FastifyRequest): Promise<Endpoint> {
+      const e = await resolveOwnEndpoint(sql, humanOf(req).human.id, idParam(req));
+      if (e.state !== 'active') throw endpointRevoked(e);
+      return e;
+    }
+
+    /** After a card form: back to the page it was sent from (one of two fixed paths). */
+    const cardHome = (req: FastifyRequest, e: Endpoint) =>
+      field(formOf(req), 'return') === 'list' ? `/#endpoint-${e.id}` : path('/endpoints', e.id);
+
+    /** A refused card form: the same page again, with the error under its field. */
+    async function cardRefused(req: FastifyRequest, reply: FastifyReply, e: Endpoint, err: SwitchboardError, shiftValue?: string) {
+      const s = humanOf(req);
+      const errs: CardErrors = { error: fieldErrorOf(err), shiftValue };
+      if (field(formOf(req), 'return') === 'list') return renderEndpoints(reply, s, 400, { errorsFor: { id: e.id, errs } });
+      return renderEndpoint(reply, s, e, 400, { errs });
+    }
+
+    board.get('/', async (req, reply) => renderEndpoints(reply, humanOf(req), 200));
+    board.get('/endpoints', async (_req, reply) => reply.redirect('/', 303));
+
+    board.post('/endpoints', async (req, reply) => {
+      const s = humanOf(req);
+      const form = formOf(req);
+      const name = field(form, 'name') ?? '';
+      const queuesText = field(form, 'queues');
+      const verbs = fields(form, 'verbs');
+      const queues = queuesText === undefined ? undefined : queuesText.split(/[\s,]+/).filter((q) => q !== '');
+      try {
+        const { endpoint, credential } = await vendEndpoint(sql, s.human.id, { name, queues, verbs }, now());
+        const mcpUrl = `${deps.baseUrl()}/mcp/${endpoint.slug}`;
+        log.info({ slug: endpoint.slug, human_id: s.human.id }, 'endpoint vended on the board');
+        return sendPage(
+          reply,
+          201,
+          vendedPage(s, {
+            id: endpoint.id,
+            name: endpoint.agent_name,
+            slug: endpoint.slug,
+            mcpUrl,
+            credential,
+            mcpJson: { mcpServers: { switchboard: { type: 'http', url: mcpUrl, headers: { Authorization: `Bearer ${credential}` } } } },
+          }),
+        );
+      } catch (err) {
+        if (!isInvalid(err)) throw err;
+        return renderEndpoints(reply, s, 400, { vend: { name, queues: queuesText, verbs, error: fieldErrorOf(err) } });
+      }
+    });
+
+    board.get('/endpoints/:id', async (req, reply) => {
+      const e = await resolveOwnEndpoint(sql, humanOf(req).human.id, idParam(req));
+      return renderEndpoint(reply, humanOf(req), e, 200);
+    });
+
+    // Presence: the same plan and service as PUT /api/v1/endpoints/{ref}/presence.
+    board.post('/endpoints/:id/presence', async (req, reply) => {
+      const e = await activeEndpoint(req);
+      const form = formOf(req);
+      const s = humanOf(req);
+      try {
+        const wanted = field(form, 'presence');
+        if (wanted !== 'in' && wanted !== 'out') throw invalidArgument('presence', 'must be "in" or "out"');
+        const until = parseUntil(field(form, 'until'), now());
+        const inputs = await deps.presence.inputs(e.id);
+        if (!inputs) throw endpointRevoked({ slug: e.slug, state: 'revoked' });
+        const plan = planOperatorSet(inputs, now(), wanted, until, s.human.id);
+        if (!(await deps.presence.setOverride(e.id, plan, `operator:${s.human.id}`))) throw endpointRevoked({ slug: e.slug, state: 'revoked' });
+      } catch (err) {
+        if (!isInvalid(err)) throw err;
+        return cardRefused(req, reply, e, err);
+      }
+      return reply.redirect(cardHome(req, e), 303);
+    });
+
+    board.post('/endpoints/:id/presence/clear', async (req, reply) => {
+      const e = await activeEndpoint(req);
+      const s = humanOf(req);
+      if (!(await deps.presence.setOverride(e.id, { ...CLEARED_OVERRIDE }, `operator:${s.human.id}`))) throw endpointRevoked({ slug: e.slug, state: 'revoked' });
+      return reply.redirect(cardHome(req, e), 303);
+    });
+
+    // Shift: parsed by the one shift grammar; errors come back inline, naming the field `shift`.
+    board.post('/endpoints/:id/shift', async (req, reply) => {
+      const e = await activeEndpoint(req);
+      const form = formOf(req);
+      const s = humanOf(req);
+      const raw = field(form, 'shift') ?? '';
+      try {
+        const canonical = field(form, 'action') === 'clear' || raw.trim() === '' ? null : parseShift(raw).canonical;
+        if (!(await deps.presence.setShift(e.id, canonical, `operator:${s.human.id}`))) throw endpointRevoked({ slug: e.slug, state: 'revoked' });
+      } catch (err) {
+        if (!isInvalid(err)) throw err;
+        return cardRefused(req, reply, e, err, raw);
+      }
+      return reply.redirect(cardHome(req, e), 303);
+    });
+
+    // Self-test: the same service as POST /api/v1/endpoints/{ref}/doorbell-tests; back only to the card.
+    board.post('/endpoints/:id/self-test', async (req, reply) => {
+      const e = await activeEndpoint(req);
+      try {
+        await deps.selfTests.start({ id: e.id, slug: e.slug, queues: e.scope_queues }, undefined);
+      } catch (err) {
+        if (!isSwitchboardError(err) || (err.code !== 'rate_limited' && err.code !== 'invalid_argument')) throw err;
+        if (typeof err.details.retry_after === 'number') reply.header('retry-after', String(err.details.retry_after));
+        return renderEndpoint(reply, humanOf(req), e, HTTP_STATUS[err.code], { reportError: err.message });
+      }
+      return reply.redirect(`${path('/endpoints', e.id)}#report`, 303);
+    });
+
+    board.get('/endpoints/:id/revoke', async (req, reply) => {
+      const e = await activeEndpoint(req);
+      return sendPage(reply, 200, revokeConfirmPage(humanOf(req), e));
+    });
+
+    board.post('/endpoints/:id/revoke', async (req, reply) => {
+      const s = humanOf(req);
+      const { endpoint, deadLettered } = await revokeOwnEndpoint(sql, s.human.id, idParam(req), now());
+      deps.onEndpointRevoked?.(endpoint.id);
+      log.info({ slug: endpoint.slug, human_id: s.human.id, todos_dead_lettered: deadLettered }, 'endpoint revoked on the board');
+      return reply.redirect(path('/endpoints', endpoint.id), 303);
+    });
+
+    // -------------------------------------------------------------------------------------------
+    // Todos
+
+    /** Effective presence of each of the human's active endpoints, for "held until". */
+    async function heldBy(humanId: string): Promise<Map<string, EffectivePresence>> {
+      const out = new Map<string, EffectivePresence>();
+      for (const e of await listOwnEndpoints(sql, humanId)) {
+        if (e.state !== 'active') continue;
+        const eff = effective(inputsOf(e), now());
+        if (eff.presence === 'out') out.set(e.id, eff);
+      }
+      return out;
+    }
+
+    board.get('/todos', async (req, reply) => {
+      const s = humanOf(req);
+      const q = req.query as Record<string, unknown>;
+      const stateRaw = typeof q.state === 'string' && q.state !== '' ? q.state : undefined;
+      const queueRaw = typeof q.queue === 'string' && q.queue !== '' ? q.queue : undefined;
+      if (stateRaw !== undefined && !(TODO_STATES as readonly string[]).includes(stateRaw)) {
+        throw invalidArgument('state', `must be one of ${TODO_STATES.join(', ')}`);
+      }
+      const state = stateRaw as TodoState | undefined;
+      const queue = queueRaw === undefined ? undefined : validateQueueName('queue', queueRaw);
+      const [rows, counts, held] = await Promise.all([
+        listHumanTodos(sql, s.human.id, { state, queue, limit: TODOS_PAGE_LIMIT }),
+        countHumanTodos(sql, s.human.id),
+        heldBy(s.human.id),
+      ]);
+      const stateCounts: Record<string, number> = {};
+      const queueCounts = new Map<string, number>();
+      for (const c of counts) {
+        if (!queue || c.queue === queue) stateCounts[c.state] = (stateCounts[c.state] ?? 0) + c.n;
+        if (!state || c.state === state) queueCounts.set(c.queue, (queueCounts.get(c.queue) ?? 0) + c.n);
+      }
+      const view: TodoListView = {
+        rows: rows.map((t) => ({ ...t, held: t.state === 'pending' ? (held.get(t.endpoint_id) ?? null) : null })),
+        state,
+        queue,
+        stateCounts,
+        queueCounts: [...queueCounts.entries()].sort(([a], [b]) => (a < b ? -1 : 1)),
+        total: counts.reduce((a, c) => a + c.n, 0),
+        limit: TODOS_PAGE_LIMIT,
+      };
+      const live = new URLSearchParams();
+      if (state) live.set('state', state);
+      if (queue) live.set('queue', queue);
+      return sendPage(reply, 200, todosPage(s, view, now(), live.size ? `/todos?${live}` : '/todos'));
+    });
+
+    board.get('/todos/:id', async (req, reply) => {
+      const s = humanOf(req);
+      const t = await getHumanTodo(sql, s.human.id, idParam(req));
+      if (!t) return sendPage(reply, 404, notFoundPage(s));
+      const held = t.state === 'pending' ? ((await heldBy(s.human.id)).get(t.endpoint_id) ?? null) : null;
+      return sendPage(reply, 200, todoPage(s, t, held, now()));
+    });
+
+    // -------------------------------------------------------------------------------------------
+    // Live updates
+
+    board.get('/events', { exposeHeadRoute: false }, async (req, reply) => {
+      const s = humanOf(req);
+      const sessionKey = hashSecret(s.token);
+      if (!events.canOpen(sessionKey)) return reply.code(429).type('text/plain; charset=utf-8').send('too many open event streams\n');
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache, no-transform',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+        'x-content-type-options': 'nosniff',
+        'content-security-policy': BOARD_CSP,
+      });
+      res.write('retry: 5000\n\n');
+      events.subscribe(s.human.id, sessionKey, res, s.expiresAt);
+    });
+  });
+}
+
+function sendPage(reply: FastifyReply, status: number, body: string): FastifyReply {
+  return reply.code(status).type('text/html; charset=utf-8').send(body);
+}
+
+function backLink(s: BoardSession | undefined) {
+  return s ? html`<p><a href="/">Back to your endpoints</a></p>` : html`<p><a href="/login">Sign in</a></p>`;
+}
+
+function notFoundPage(s: BoardSession | undefined): string {
+  return messagePage({ title: 'Not found', session: s }, 'Not found', 'Nothing by that id belongs to you.', backLink(s));
+}
+
+/** True for a request a browser says came from another site (Sec-Fetch-Site, else Origin vs Host). */
+function crossSite(req: FastifyRequest): boolean {
+  const site = req.headers['sec-fetch-site'];
+  if (typeof site === 'string') return site !== 'same-origin' && site !== 'none';
+  const origin = req.headers.origin;
+  if (!origin || origin === 'null') return origin === 'null';
+  try {
+    return new URL(origin).host !== req.headers.host;
+  } catch {
+    return true;
+  }
+}

@@ -1,0 +1,98 @@
+import type { Sql } from '../db/connect.ts';
+import { RESERVED_QUEUE } from '../scope.ts';
+import type { SelfTestRow } from './selftests.ts';
+import type { TodoRow, TodoState } from './todos.ts';
+
+/**
+ * The board's reads across all of one human's endpoints. Every query reaches todos through
+ * endpoints → agents.owner_human_id = the signed-in human, in the same statement; self-test
+ * (synthetic) todos and the reserved queue never show.
+ */
+
+/** A todo as the board lists it: no payload, plus its endpoint's slug and agent name. */
+export type HumanTodoRow = Pick<
+  TodoRow,
+  | 'id'
+  | 'endpoint_id'
+  | 'queue'
+  | 'source'
+  | 'kind'
+  | 'title'
+  | 'state'
+  | 'owner'
+  | 'attempt'
+  | 'max_attempts'
+  | 'lease_expires_at'
+  | 'next_retry_at'
+  | 'created_at'
+  | 'updated_at'
+  | 'payload_size'
+> & { endpoint_slug: string; agent_name: string };
+
+const ownedTodo = (sql: Sql, humanId: string) => sql`
+  a.owner_human_id = ${humanId} and not t.synthetic and t.queue <> ${RESERVED_QUEUE}`;
+
+/** The signed-in human's todos across their endpoints, newest first. */
+export async function listHumanTodos(
+  sql: Sql,
+  humanId: string,
+  f: { state?: TodoState; queue?: string; limit: number },
+): Promise<HumanTodoRow[]> {
+  return sql<HumanTodoRow[]>`
+    select t.id, t.endpoint_id, t.queue, t.source, t.kind, t.title, t.state, t.owner, t.attempt, t.max_attempts,
+      t.lease_expires_at, t.next_retry_at, t.created_at, t.updated_at, t.payload_size,
+      e.slug as endpoint_slug, a.name as agent_name
+    from todos t join endpoints e on e.id = t.endpoint_id join agents a on a.id = e.agent_id
+    where ${ownedTodo(sql, humanId)}
+      ${f.state ? sql`and t.state = ${f.state}` : sql``}
+      ${f.queue ? sql`and t.queue = ${f.queue}` : sql``}
+    order by t.created_at desc, t.seq desc
+    limit ${f.limit}`;
+}
+
+/** How many of the human's todos are in each (state, queue): the filter links' counts. */
+export async function countHumanTodos(sql: Sql, humanId: string): Promise<{ state: TodoState; queue: string; n: number }[]> {
+  return sql<{ state: TodoState; queue: string; n: number }[]>`
+    select t.state, t.queue, count(*)::int as n
+    from todos t join endpoints e on e.id = t.endpoint_id join agents a on a.id = e.agent_id
+    where ${ownedTodo(sql, humanId)}
+    group by t.state, t.queue order by t.queue, t.state`;
+}
+
+/** One of the human's todos with its payload and result; another human's answers like a missing one. */
+export async function getHumanTodo(sql: Sql, humanId: string, id: string): Promise<(TodoRow & { endpoint_slug: string; agent_name: string }) | null> {
+  if (!/^td_[0-9a-f-]{36}$/.test(id)) return null;
+  const [row] = await sql<(TodoRow & { endpoint_slug: string; agent_name: string })[]>`
+    select t.*, t.event_id::text as event_id, e.slug as endpoint_slug, a.name as agent_name
+    from todos t join endpoints e on e.id = t.endpoint_id join agents a on a.id = e.agent_id
+    where t.id = ${id} and ${ownedTodo(sql, humanId)}`;
+  return row ?? null;
+}
+
+/** The latest self-test of each given endpoint (callers pass only their own endpoints' ids). */
+export async function latestSelfTests(sql: Sql, endpointIds: readonly string[]): Promise<SelfTestRow[]> {
+  if (endpointIds.length === 0) return [];
+  return sql<SelfTestRow[]>`
+    select distinct on (endpoint_id) * from doorbell_tests
+    where endpoint_id = any(${sql.array([...endpointIds])}::uuid[])
+    order by endpoint_id, created_at desc, test_id desc`;
+}
+
+export interface TodoChange {
+  id: string;
+  endpoint_id: string;
+  state: TodoState;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** Todos of the given endpoints changed at or after `since` (the live updates' cheap question). */
+export async function todoChangesSince(sql: Sql, endpointIds: readonly string[], since: Date, limit = 200): Promise<TodoChange[]> {
+  if (endpointIds.length === 0) return [];
+  return sql<TodoChange[]>`
+    select id, endpoint_id, state, created_at, updated_at from todos
+    where endpoint_id = any(${sql.array([...endpointIds])}::uuid[]) and updated_at >= ${since}
+      and not synthetic and queue <> ${RESERVED_QUEUE}
+    order by updated_at, seq
+    limit ${limit}`;
+}
