@@ -120,6 +120,13 @@ export async function startApp(opts: AppOptions): Promise<App> {
     credentials.invalidateEndpoint(endpointId);
     return sessions.closeEndpoint(endpointId, 'endpoint revoked');
   };
+  /** Rings the todos of an endpoint's queue that became ready in the last minute, if it has sessions here. */
+  const ringFresh = (endpointId: string, queue: string) => {
+    if (sessions.sessionsOf(endpointId).length === 0) return;
+    freshReadyTodos(sql, endpointId, queue, clock.now())
+      .then((todos) => todos.forEach((t) => doorbell.ringReady(t)))
+      .catch((err: unknown) => log.warn({ err: (err as Error).message, endpoint_id: endpointId }, 'todo_ready wakeup failed'));
+  };
   let wakeups: { stop(): Promise<void> } | undefined;
   let baseUrl = config.baseUrl;
 
@@ -181,11 +188,14 @@ export async function startApp(opts: AppOptions): Promise<App> {
           onNotify: (payload) => {
             const cut = payload.indexOf(':');
             if (cut < 0) return;
-            const endpointId = payload.slice(0, cut);
-            if (sessions.sessionsOf(endpointId).length === 0) return;
-            freshReadyTodos(sql, endpointId, payload.slice(cut + 1), clock.now())
-              .then((todos) => todos.forEach((t) => doorbell.ringReady(t)))
-              .catch((err: unknown) => log.warn({ err: (err as Error).message, endpoint_id: endpointId }, 'todo_ready wakeup failed'));
+            ringFresh(payload.slice(0, cut), payload.slice(cut + 1));
+          },
+          // Notifications sent while the listener was reconnecting are lost: ring what became ready
+          // meanwhile on every queue of every endpoint held here (the gate stops a second ring).
+          onListen: () => {
+            const held = new Map<string, Set<string>>();
+            for (const s of sessions.all()) held.set(s.endpoint.id, new Set([...(held.get(s.endpoint.id) ?? []), ...s.endpoint.queues]));
+            for (const [endpointId, queues] of held) for (const queue of queues) ringFresh(endpointId, queue);
           },
         },
       },

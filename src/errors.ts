@@ -39,3 +39,16 @@ export const conflict = (message: string, details: Record<string, unknown> = {})
 export const forbidden = (message: string): SwitchboardError => new SwitchboardError('forbidden', message);
 
 export const isSwitchboardError = (e: unknown): e is SwitchboardError => e instanceof SwitchboardError;
+
+/**
+ * PostgreSQL refuses some text any client can send: a NUL (U+0000) in text (22021) or in JSON
+ * (22P05), and an unpaired UTF-16 surrogate escape in JSON (22P02). That is the input's fault, so
+ * an invalid_argument, never an internal error; null for any other error.
+ */
+export function unstorableInput(err: unknown): SwitchboardError | null {
+  const { code, routine } = (err ?? {}) as { code?: unknown; routine?: unknown };
+  // 22P02 is any invalid text representation; only the JSON parser's (json_ereport_error/json_errsave_error) is this.
+  const unstorable = code === '22021' || code === '22P05' || (code === '22P02' && /json/.test(String(routine)));
+  if (!unstorable) return null;
+  return new SwitchboardError('invalid_argument', 'a value contains a character that cannot be stored: NUL (U+0000) or an unpaired UTF-16 surrogate');
+}

@@ -10,6 +10,10 @@ export function connect(url: string, opts: { max?: number; applicationName?: str
     onnotice: () => {},
     connection: { application_name: opts.applicationName ?? 'switchboard' },
     idle_timeout: 60,
+    // The default backoff grows to 10-20 s per connection after a few failed attempts, and a
+    // query waits for its connection's next attempt: after a 5 s outage requests hung for up to
+    // 16 s (and one for over a minute) after the database was back. Retry at most every second.
+    backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
   });
 }
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Clock } from '../clock.ts';
 import type { Sql } from '../db/connect.ts';
-import { SwitchboardError } from '../errors.ts';
+import { SwitchboardError, unstorableInput } from '../errors.ts';
 import { titleFor } from '../ingest/titles.ts';
 import { deliveryId, eventType, jsonDepthExceeds, sanitizeHeaders, verifySignature } from '../ingest/verify.ts';
 import type { Webhooks } from '../ingest/webhooks.ts';
@@ -121,14 +121,18 @@ export function registerIngest(app: FastifyInstance, deps: IngestDeps): void {
         },
         now,
       ).catch((err: unknown) => {
-        // jsonb cannot hold U+0000 (valid JSON as "\u0000", or a NUL byte in a text body): the
-        // body's fault, so a 400 the producer can see, not a 500 that reads as the server's.
-        if ((err as { code?: string }).code !== '22P05') throw err;
+        // jsonb cannot hold U+0000 (valid JSON as "\u0000", or a NUL byte in a text body) nor an
+        // unpaired surrogate ("\ud800"): the body's fault, so a 400 the producer can see, not a
+        // 500 that reads as the server's.
+        if (!unstorableInput(err)) throw err;
         reject('rejected');
         return null;
       });
       if (!stored) {
-        return sendError(reply, new SwitchboardError('invalid_argument', 'body: contains a NUL character (U+0000), which cannot be stored', { field: 'body' }));
+        return sendError(
+          reply,
+          new SwitchboardError('invalid_argument', 'body: contains a NUL character (U+0000) or an unpaired UTF-16 surrogate, which cannot be stored', { field: 'body' }),
+        );
       }
       const { todo, created, eventId, pushEligible } = stored;
       await touchWebhookDelivery(deps.sql, target.id, now);

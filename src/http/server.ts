@@ -1,5 +1,5 @@
 import Fastify, { type FastifyInstance } from 'fastify';
-import { SwitchboardError, isSwitchboardError } from '../errors.ts';
+import { SwitchboardError, isSwitchboardError, unstorableInput } from '../errors.ts';
 import { registerMcp } from '../mcp/transport.ts';
 import { registerIngest } from './ingest.ts';
 import type { Metrics } from '../metrics.ts';
@@ -70,6 +70,8 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     if (isSwitchboardError(err)) return sendError(reply, err);
     const mapped = fromFastifyError(err as { code?: string; statusCode?: number; message: string });
     if (mapped) return sendError(reply, mapped);
+    const unstorable = unstorableInput(err);
+    if (unstorable) return sendError(reply, unstorable);
     deps.log.error({ err, method: req.method, route: req.routeOptions.url }, 'unhandled error');
     return sendError(reply, new SwitchboardError('internal', 'internal error'));
   });

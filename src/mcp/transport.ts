@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { unstorableInput } from '../errors.ts';
 import { RateLimiter, type BucketPolicy } from '../http/rate-limit.ts';
 import {
   INTERNAL_ERROR,
@@ -95,6 +96,11 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || e.statusCode === 413) {
         return sendRpc(reply, 413, rpcError(null, TRANSPORT_ERROR, `Payload Too Large: the body limit is ${MCP_BODY_LIMIT} bytes`));
       }
+      // fastify's own refusals (an empty or unparseable Content-Type is a 415), and values
+      // PostgreSQL cannot store (a NUL in the slug): the client's fault, not ours.
+      if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) return sendRpc(reply, e.statusCode, rpcError(null, TRANSPORT_ERROR, e.message));
+      const unstorable = unstorableInput(err);
+      if (unstorable) return sendRpc(reply, 400, rpcError(null, TRANSPORT_ERROR, `Bad Request: ${unstorable.message}`));
       log.error({ err: e.message, method: req.method }, 'mcp request failed');
       return sendRpc(reply, 500, rpcError(null, INTERNAL_ERROR, 'Internal error'));
     });
