@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { RunningCluster } from '../src/db/cluster.ts';
-import { connect } from '../src/db/connect.ts';
+import { connect, type Sql } from '../src/db/connect.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -60,4 +60,14 @@ export async function pgbenchInsertRate(cluster: RunningCluster, clients: number
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** Bulk-loads `n` pending, push-eligible operator todos on queue `work` (a fixture, not the product's write path). */
+export async function seedPendingTodos(sql: Sql, endpointId: string, n: number): Promise<void> {
+  const [ev] = await sql`insert into events (source, family, trust_mode, verified) values ('operator', 'operator', 'operator', true) returning id`;
+  await sql`
+    insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, created_at, updated_at)
+    select 'td_' || gen_random_uuid(), ${endpointId}, 'work', 'operator', 'operator', 'job ' || g, jsonb_build_object('n', g), ${ev!.id},
+           now() + g * interval '1 microsecond', now()
+    from generate_series(1, ${n}) g`;
 }

@@ -17,13 +17,13 @@ import { startApp } from '../src/app.ts';
 import { systemClock } from '../src/clock.ts';
 import { loadConfig } from '../src/config.ts';
 import { startThrowawayCluster } from '../src/db/cluster.ts';
-import { connect, type Sql } from '../src/db/connect.ts';
+import { connect } from '../src/db/connect.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { createLogger } from '../src/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { claimNextTodo, completeTodo, type Caller } from '../src/store/todos.ts';
-import { drain, type DrainResult } from './lib.ts';
+import { drain, type DrainResult, seedPendingTodos } from './lib.ts';
 
 const { values } = parseArgs({ options: { todos: { type: 'string', default: '5000' }, workers: { type: 'string', default: '8' } } });
 const TODOS = Number(values.todos);
@@ -32,15 +32,6 @@ const UNLIMITED = { rate: 1e9, burst: 1e9 };
 const DRIVER = fileURLToPath(new URL('./mcp-driver.ts', import.meta.url));
 const TSX = fileURLToPath(new URL('../node_modules/tsx/dist/cli.mjs', import.meta.url));
 
-/** Bulk-loads pending operator todos for one endpoint (a fixture, not the product's write path). */
-async function seed(sql: Sql, endpointId: string, n: number): Promise<void> {
-  const [ev] = await sql`insert into events (source, family, trust_mode, verified) values ('operator', 'operator', 'operator', true) returning id`;
-  await sql`
-    insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, created_at, updated_at)
-    select 'td_' || gen_random_uuid(), ${endpointId}, 'work', 'operator', 'operator', 'job ' || g, jsonb_build_object('n', g), ${ev!.id},
-           now() + g * interval '1 microsecond', now()
-    from generate_series(1, ${n}) g`;
-}
 
 async function runDriver(mode: 'sdk' | 'raw', url: string, credential: string): Promise<DrainResult> {
   const { stdout } = await promisify(execFile)(process.execPath, [TSX, DRIVER, mode, url, credential, String(WORKERS)], {
@@ -60,7 +51,7 @@ async function main(): Promise<void> {
     const human = await addHuman(sql, { handle: 'bench' });
     const endpoint = async (name: string) => {
       const v = await vendEndpoint(sql, human.id, { name, queues: ['work'] }, systemClock.now());
-      await seed(sql, v.endpoint.id, TODOS);
+      await seedPendingTodos(sql, v.endpoint.id, TODOS);
       return v;
     };
 

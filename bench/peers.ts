@@ -20,14 +20,14 @@ import { startApp } from '../src/app.ts';
 import { systemClock } from '../src/clock.ts';
 import { loadConfig } from '../src/config.ts';
 import { startThrowawayCluster } from '../src/db/cluster.ts';
-import { connect, type Sql } from '../src/db/connect.ts';
+import { connect } from '../src/db/connect.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { createLogger } from '../src/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { claimNextTodo, completeTodo, insertEventAndTodo, type Caller } from '../src/store/todos.ts';
 import { connectAgent } from '../test/support/agents.ts';
-import { drain, pgbenchInsertRate, type DrainResult } from './lib.ts';
+import { drain, pgbenchInsertRate, type DrainResult, seedPendingTodos } from './lib.ts';
 
 const { values } = parseArgs({
   options: { jobs: { type: 'string', default: '20000' }, workers: { type: 'string', default: '8' }, pings: { type: 'string', default: '200' } },
@@ -45,14 +45,6 @@ function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 }
 
-async function seedTodos(sql: Sql, endpointId: string, n: number): Promise<void> {
-  const [ev] = await sql`insert into events (source, family, trust_mode, verified) values ('operator', 'operator', 'operator', true) returning id`;
-  await sql`
-    insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, created_at, updated_at)
-    select 'td_' || gen_random_uuid(), ${endpointId}, 'work', 'operator', 'operator', 'job ' || g, jsonb_build_object('n', g), ${ev!.id},
-           now() + g * interval '1 microsecond', now()
-    from generate_series(1, ${n}) g`;
-}
 
 async function mcpDrive(mode: 'sdk' | 'raw', url: string, credential: string): Promise<DrainResult> {
   const { stdout } = await promisify(execFile)(process.execPath, [TSX, DRIVER, mode, url, credential, String(WORKERS)], { maxBuffer: 1 << 20 });
@@ -157,7 +149,7 @@ async function main(): Promise<void> {
     const human = await addHuman(sql, { handle: 'bench' });
     const endpoint = async (name: string, seed = true) => {
       const v = await vendEndpoint(sql, human.id, { name, queues: ['work'] }, systemClock.now());
-      if (seed) await seedTodos(sql, v.endpoint.id, JOBS);
+      if (seed) await seedPendingTodos(sql, v.endpoint.id, JOBS);
       return v;
     };
 
