@@ -22,9 +22,11 @@ import {
  * Fault: PostgreSQL restarted under load (`pg_ctl restart -m fast`), and down for a while. Two app
  * instances with the system clock and every background loop on keep answering; producers push
  * todos through both the whole time and retry a failed push (5xx, 429, a broken connection) with
- * the same idempotency key, as a real producer would. Afterwards: every acknowledged push is in
- * the table exactly once; LISTEN works in both directions and every todo pushed through one
- * instance rang the agent on the other; the presence evaluator resumed and sent its digest.
+ * the same idempotency key, as a real producer would, while health checks keep both pools busy.
+ * Throughout: no uncaught exception (vitest fails the run on one). Afterwards: every acknowledged
+ * push is in the table exactly once; every pooled connection answers again; LISTEN works in both
+ * directions and every todo pushed through one instance rang the agent on the other; the
+ * presence evaluator resumed and sent its digest.
  */
 
 let cluster: RunningCluster;
@@ -179,6 +181,50 @@ async function expectEveryRingerTodoRung(records: PushRecord[], ringer: string, 
   return Math.max(...mine.map((r) => agent.heard.find((n) => n.params.meta.todo_id === r.id)!.at - r.settledAt!));
 }
 
+/** Many small queries in flight through both pools when the fault hits (GET /healthz is one `select 1`). */
+function hammer(): { stop(): Promise<void> } {
+  let on = true;
+  const loops = [a, b].flatMap((app) =>
+    Array.from({ length: 10 }, async () => {
+      while (on) await fetch(`${app.url}/healthz`, { signal: AbortSignal.timeout(2000) }).then((r) => r.arrayBuffer(), () => undefined);
+    }),
+  );
+  return {
+    async stop() {
+      on = false;
+      await Promise.all(loops);
+    },
+  };
+}
+
+/**
+ * Every connection of both pools works again: 40 health checks at once per instance (more than a
+ * pool's 10 connections) all answer within 5 s, and a second round answers 200. A connection the
+ * fault left unable to send would hold its request until connect_timeout (30 s). The first round
+ * may see a 503 from a connection whose backend the fault ended (57P01) and that is used first now.
+ */
+async function expectEveryConnectionAnswers(): Promise<number> {
+  let worst = 0;
+  for (const round of [1, 2]) {
+    for (const app of [a, b]) {
+      const answers = await Promise.all(
+        Array.from({ length: 40 }, async () => {
+          const t = Date.now();
+          const status = await fetch(`${app.url}/healthz`, { signal: AbortSignal.timeout(5000) }).then(
+            (r) => r.status,
+            () => 0,
+          );
+          worst = Math.max(worst, Date.now() - t);
+          return status;
+        }),
+      );
+      expect(answers.filter((s) => s === 0), 'health checks with no answer within 5 s').toEqual([]);
+      if (round === 2) expect(answers.filter((s) => s !== 200)).toEqual([]);
+    }
+  }
+  return worst;
+}
+
 /** What a producer saw: the longest wait between two acknowledged pushes through one instance. */
 function longestGap(records: PushRecord[], via: 'a' | 'b'): number {
   const at = records.filter((r) => r.via === via).map((r) => r.settledAt!).sort((x, y) => x - y);
@@ -224,12 +270,14 @@ describe('PostgreSQL restarted under load', () => {
     for (let i = 0; i < 3; i++) held.push((await f.api('POST', `/api/v1/endpoints/${away.slug}/todos`, { title: `held ${i}` })).json.id);
 
     const load = produce(f, 'restart');
+    const busy = hammer();
     await sleep(1000);
     const restartStarted = Date.now();
     await restartCluster(cluster);
     const restartEnded = Date.now();
     await sleep(3000);
-    await load.stop();
+    await Promise.all([load.stop(), busy.stop()]);
+    const worstProbe = await expectEveryConnectionAnswers();
 
     await expectNothingLostOrDoubled('restart', load.records);
     const worstToB = await expectEveryRingerTodoRung(load.records, 'ringB', f.onB);
@@ -252,7 +300,7 @@ describe('PostgreSQL restarted under load', () => {
       `[faults] postgres restart: pg_ctl restart -m fast took ${restartEnded - restartStarted} ms; ${failureSummary(load.records)}; ` +
         `longest gap between acknowledged pushes A ${longestGap(load.records, 'a')} ms, B ${longestGap(load.records, 'b')} ms; ` +
         `worst push-to-doorbell across instances A→B ${worstToB} ms, B→A ${worstToA} ms; ` +
-        `digest ${digest.at - outUntil.getTime()} ms after the override ended; ${errorLines(startedAt)}`,
+        `digest ${digest.at - outUntil.getTime()} ms after the override ended; 2×40 health checks per instance after it, slowest ${worstProbe} ms; ${errorLines(startedAt)}`,
     );
   });
 
@@ -260,6 +308,7 @@ describe('PostgreSQL restarted under load', () => {
     const f = await fixture('outage');
     const startedAt = Date.now();
     const load = produce(f, 'outage');
+    const busy = hammer();
     await sleep(1000);
     const downAt = Date.now();
     const startAgain = await stopClusterForAWhile(cluster);
@@ -273,7 +322,8 @@ describe('PostgreSQL restarted under load', () => {
       60_000,
       50,
     );
-    await load.stop();
+    await Promise.all([load.stop(), busy.stop()]);
+    const worstProbe = await expectEveryConnectionAnswers();
 
     await expectNothingLostOrDoubled('outage', load.records);
     const worstToB = await expectEveryRingerTodoRung(load.records, 'ringB', f.onB);
@@ -284,6 +334,7 @@ describe('PostgreSQL restarted under load', () => {
     console.info(
       `[faults] postgres down ${upAt - downAt} ms: ${failureSummary(load.records)}; first acknowledged push after the start ` +
         `A +${firstAfter('a')} ms, B +${firstAfter('b')} ms; worst push-to-doorbell across instances A→B ${worstToB} ms, B→A ${worstToA} ms; ` +
+        `2×40 health checks per instance after it, slowest ${worstProbe} ms; ` +
         `${errorLines(startedAt)}`,
     );
   });
