@@ -5,6 +5,7 @@ import type { BucketPolicy } from './http/rate-limit.ts';
 import type { Sql } from './db/connect.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase, type Database } from './db/open.ts';
+import { OidcLogin } from './board/oidc.ts';
 import { buildServer } from './http/server.ts';
 import { createLogger, type Logger } from './log.ts';
 import { runEvery } from './loops.ts';
@@ -106,6 +107,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
     ackWindowMs: config.doorbellAckWindowMs,
   });
   const webhooks = new Webhooks(sql, clock, box, () => baseUrl);
+  const oidc = config.oidc ? new OidcLogin(config.oidc, () => baseUrl, log) : null;
   /** After a new push-eligible todo commits on this instance: its doorbell and its notify hooks. */
   const todoReady = (todo: TodoRow) => {
     doorbell.ringReady(todo);
@@ -156,6 +158,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       mcpLimits: opts.mcpLimits,
       ingestLimit: opts.ingestLimit,
       isDeaf: (session) => doorbell.isDeaf(session),
+      oidc,
     });
     wakeups = await listenForWakeups(
       sql,
@@ -222,7 +225,15 @@ export async function startApp(opts: AppOptions): Promise<App> {
     if (!config.secretEncryptionKey && (await countSignedWebhooksUnscoped(sql)) > 0) {
       log.warn('webhook signing secrets are stored unencrypted: set SWITCHBOARD_SECRET_ENCRYPTION_KEY (32 bytes, hex or base64) and rotate each signed webhook');
     }
-    log.info({ addr: url, base_url: baseUrl, version: VERSION, database: db.description }, 'switchboard listening');
+    log.info({ addr: url, base_url: baseUrl, version: VERSION, database: db.description, oidc: oidc !== null }, 'switchboard listening');
+    // Discovery at startup shows a misconfigured provider in the log at once; it is not fatal (the
+    // queue serves agents without the board), and a sign-in retries it.
+    if (oidc) {
+      oidc
+        .discover()
+        .then(() => log.info({ issuer: oidc.issuer }, 'oidc provider discovered'))
+        .catch((err: unknown) => log.warn({ issuer: oidc.issuer, err: (err as Error).message }, 'oidc discovery failed; board sign-in by provider will retry'));
+    }
 
     const running = server;
     let stopping: Promise<void> | undefined;

@@ -4,6 +4,24 @@ import { decodeKey } from './crypto-box.ts';
 import { parseAllowList } from './hooks/ssrf.ts';
 import { join } from 'node:path';
 
+/** Board sign-in through an OpenID Connect provider (SWITCHBOARD_OIDC_*). */
+export interface OidcSettings {
+  issuer: string;
+  clientId: string;
+  /** Absent: a public client, authenticated by PKCE alone. */
+  clientSecret: string | undefined;
+  /** Absent: `<base URL>/auth/callback`. */
+  redirectUrl: string | undefined;
+}
+
+const isLoopbackHost = (host: string) => host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+
+/** Plain http is accepted only for an issuer on this host (a local provider or a test). */
+export function issuerAllowsHttp(issuer: string): boolean {
+  const url = new URL(issuer);
+  return url.protocol === 'http:' && isLoopbackHost(url.hostname);
+}
+
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
 export interface Config {
@@ -27,6 +45,8 @@ export interface Config {
   pushAllowHttp: boolean;
   notifyHookAllow: BlockList;
   notifyHookMax: number;
+  /** Board sign-in through an OpenID Connect provider; null when not configured. */
+  oidc: OidcSettings | null;
 }
 
 export class ConfigError extends Error {
@@ -151,6 +171,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const maxRaw = nonEmpty('SWITCHBOARD_NOTIFY_HOOK_MAX') ?? '5';
   if (!/^\d{1,3}$/.test(maxRaw) || Number(maxRaw) > 100) throw new ConfigError('SWITCHBOARD_NOTIFY_HOOK_MAX', `must be a whole number from 0 to 100, got ${JSON.stringify(maxRaw)}`);
 
+  const oidc = parseOidc(nonEmpty);
+
   return {
     databaseUrl,
     listenHost: host,
@@ -165,5 +187,41 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pushAllowHttp: allowHttpRaw === '1' || allowHttpRaw === 'true',
     notifyHookAllow: allow,
     notifyHookMax: Number(maxRaw),
+    oidc,
   };
+}
+
+function parseOidc(nonEmpty: (name: string) => string | undefined): OidcSettings | null {
+  const issuerRaw = nonEmpty('SWITCHBOARD_OIDC_ISSUER');
+  const clientId = nonEmpty('SWITCHBOARD_OIDC_CLIENT_ID');
+  const clientSecret = nonEmpty('SWITCHBOARD_OIDC_CLIENT_SECRET');
+  const redirectRaw = nonEmpty('SWITCHBOARD_OIDC_REDIRECT_URL');
+  if (issuerRaw === undefined) {
+    const stray = [clientId && 'SWITCHBOARD_OIDC_CLIENT_ID', clientSecret && 'SWITCHBOARD_OIDC_CLIENT_SECRET', redirectRaw && 'SWITCHBOARD_OIDC_REDIRECT_URL'].filter(Boolean);
+    if (stray.length) throw new ConfigError('SWITCHBOARD_OIDC_ISSUER', `is unset, but ${stray.join(' and ')} ${stray.length > 1 ? 'are' : 'is'} set; set the issuer URL too, or unset them`);
+    return null;
+  }
+  let issuer: URL;
+  try {
+    issuer = new URL(issuerRaw);
+  } catch {
+    throw new ConfigError('SWITCHBOARD_OIDC_ISSUER', `must be the provider's issuer URL (https://…), got ${JSON.stringify(issuerRaw)}`);
+  }
+  if (issuer.protocol !== 'https:' && !(issuer.protocol === 'http:' && issuerAllowsHttp(issuer.href))) {
+    throw new ConfigError('SWITCHBOARD_OIDC_ISSUER', 'must use https (plain http only for a provider on this host, such as http://127.0.0.1:9000)');
+  }
+  if (clientId === undefined) throw new ConfigError('SWITCHBOARD_OIDC_CLIENT_ID', 'must be set when SWITCHBOARD_OIDC_ISSUER is (the client id registered at the provider)');
+  let redirectUrl: string | undefined;
+  if (redirectRaw !== undefined) {
+    let url: URL;
+    try {
+      url = new URL(redirectRaw);
+    } catch {
+      throw new ConfigError('SWITCHBOARD_OIDC_REDIRECT_URL', `must be an absolute http(s) URL, got ${JSON.stringify(redirectRaw)}`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError('SWITCHBOARD_OIDC_REDIRECT_URL', `must use http or https, got ${url.protocol}`);
+    redirectUrl = url.href;
+  }
+  // The issuer identifier is compared byte for byte with the ID token's iss: keep it as written.
+  return { issuer: issuerRaw, clientId, clientSecret, redirectUrl };
 }

@@ -474,6 +474,29 @@ describe('the endpoint card', () => {
     expect((await b.post(`/endpoints/${id}/presence`, { presence: 'out', csrf_token: b.csrfToken })).status).toBe(409);
     expect((await b.post(`/endpoints/${id}/revoke`, { csrf_token: b.csrfToken })).status).toBe(409);
   });
+
+  it('a vend form sent twice (a reload of the credential page) vends one endpoint and never shows a credential again', async () => {
+    const b = await signedIn(alice);
+    const form = await b.get('/');
+    const request = /name="vend_request" value="([A-Za-z0-9_-]+)"/.exec(form.text)![1]!;
+    // A refused send keeps the form's id, so the corrected form is still the same vend.
+    const refused = await b.post('/endpoints', { vend_request: request, name: '', queues: 'reviews', csrf_token: b.csrfToken });
+    expect(refused.status).toBe(400);
+    expect(refused.text).toContain(`name="vend_request" value="${request}"`);
+    const sent = { vend_request: request, name: 'once-bot', queues: 'reviews', verbs: ['claim'], csrf_token: b.csrfToken };
+    const [first, second] = await Promise.all([b.post('/endpoints', sent), b.post('/endpoints', sent)]);
+    expect([first.status, second.status].sort()).toEqual([201, 409]);
+    const again = await b.post('/endpoints', sent);
+    expect(again.status).toBe(409);
+    expect(again.text).toContain('Already vended');
+    expect(again.text).not.toMatch(/sbk_[A-Za-z0-9_-]{43}/);
+    const rows = await db.sql`select e.id from endpoints e join agents a on a.id = e.agent_id where a.owner_human_id = ${alice.id} and a.name = 'once-bot'`;
+    expect(rows).toHaveLength(1);
+    expect(again.text).toContain(`href="/endpoints/${rows[0]!.id}"`);
+    // Another human replaying the id vends their own endpoint (the id is scoped to its owner's forms).
+    const other = await signedIn(bob);
+    expect((await other.post('/endpoints', { ...sent, csrf_token: other.csrfToken })).status).toBe(201);
+  });
 });
 
 describe('todos', () => {

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { EffectivePresence } from '../presence/index.ts';
 import { GRANTABLE_VERBS, DEFAULT_VERBS } from '../scope.ts';
 import type { HumanTodoRow } from '../store/board.ts';
@@ -96,15 +97,33 @@ export function messagePage(opts: PageOptions, heading: string, text: Part, more
 // ---------------------------------------------------------------------------------------------
 // Sign-in
 
-export function loginHelpPage(): string {
+/** The sign-in page: the provider's button when OIDC is configured, and the one-time link either way. */
+export function loginHelpPage(provider?: { host: string }): string {
   return page(
     { title: 'Sign in' },
     html`<section class="message">
 <h1>Sign in</h1>
-<p>The board signs you in with a one-time link minted on the server host. There, run:</p>
+${
+  provider
+    ? html`<p><a class="button primary" id="oidc-login" href="/auth/login">Sign in with ${provider.host}</a></p>
+<p class="muted">Or, on the server host, mint a one-time link:</p>`
+    : html`<p>The board signs you in with a one-time link minted on the server host. There, run:</p>`
+}
 <pre><code>switchboard admin login-link YOUR_HANDLE</code></pre>
 <p>It prints a link that works once, within 15 minutes. Open it in this browser and confirm.</p>
 <p class="muted">No handle yet? <code>switchboard admin human add YOUR_HANDLE</code> creates one.</p>
+</section>`,
+  );
+}
+
+/** A provider sign-in that did not finish: what went wrong and the way back. */
+export function oidcFailedPage(message: string, configured: boolean): string {
+  return page(
+    { title: 'Sign-in failed' },
+    html`<section class="message">
+<h1>Not signed in</h1>
+<p role="alert">${message}</p>
+<p>${configured ? html`<a href="/auth/login">Start again</a> · ` : ''}<a href="/login">Other ways to sign in</a></p>
 </section>`,
   );
 }
@@ -272,6 +291,8 @@ ${e.state === 'active' ? cardControls(c, s, errs, home) : html`<p class="muted">
 // Endpoints page
 
 export interface VendForm {
+  /** The form's one-time id, kept across a refused send so the corrected form is still one vend. */
+  request?: string;
   name?: string;
   queues?: string;
   verbs?: readonly string[];
@@ -285,6 +306,7 @@ function vendSection(s: BoardSession, f: VendForm): Html {
 <h2>Vend an endpoint</h2>
 <form method="post" action="/endpoints">
   ${csrfField(s)}
+  <input type="hidden" name="vend_request" value="${f.request ?? randomBytes(18).toString('base64url')}">
   <label>Name <input type="text" name="name" value="${f.name ?? ''}" maxlength="100" placeholder="review-bot"${invalid('name')}></label>
   ${fieldError(f.error, 'name', 'name-error')}
   <label>Queues <input type="text" name="queues" value="${f.queues ?? 'inbox'}" placeholder="inbox, reviews"${invalid('queues')}></label>
@@ -424,6 +446,19 @@ export function vendedPage(
 <p>Or add it from a shell:</p>
 <pre id="claude-mcp-add" class="copy">${claude}</pre>
 <p><a class="button" href="${path('/endpoints', v.id)}">Done: go to the endpoint</a></p>
+</section>`,
+  );
+}
+
+/** The answer to a vend form sent a second time (a reload of the credential page, a double click). */
+export function alreadyVendedPage(s: BoardSession, e: Endpoint): string {
+  return page(
+    { title: 'Already vended', session: s, nav: 'endpoints' },
+    html`<section class="message">
+<h1>Already vended</h1>
+<p>This form already vended <code>${e.slug}</code>. Its credential was shown once, on the page that answered the first send, and Switchboard keeps only its hash.</p>
+<p>Lost it? Revoke the endpoint and vend a new one.</p>
+<p><a class="button" href="${path('/endpoints', e.id)}">Go to the endpoint</a></p>
 </section>`,
   );
 }

@@ -17,17 +17,21 @@ import { countHumanTodos, getHumanTodo, latestSelfTests, listHumanTodos } from '
 import { endpointRevoked, listOwnEndpoints, resolveOwnEndpoint, revokeOwnEndpoint, vendEndpoint, type Endpoint } from '../store/endpoints.ts';
 import { TODO_STATES, type TodoState } from '../store/todos.ts';
 import { listEndpointEvents } from '../store/webhooks.ts';
-import { consumeLoginLink, deleteWebSession, findWebSession, loginLinkUsable } from '../store/web-sessions.ts';
+import { consumeLoginLink, deleteWebSession, findWebSession, loginLinkUsable, openWebSession } from '../store/web-sessions.ts';
+import { humanForOidcIdentity } from '../store/humans.ts';
 import { SESSION_COOKIE, boardSession, clearSessionCookie, readCookie, setSessionCookie, type BoardSession } from './auth.ts';
+import { OIDC_STATE_COOKIE, OIDC_STATE_TTL_MS, OidcError, type OidcLogin } from './oidc.ts';
 import { csrfValid } from './csrf.ts';
 import { html, path } from './html.ts';
 import {
+  alreadyVendedPage,
   endpointPage,
   endpointsPage,
   loginConfirmPage,
   loginDeadPage,
   loginHelpPage,
   messagePage,
+  oidcFailedPage,
   revokeConfirmPage,
   todoPage,
   todosPage,
@@ -46,7 +50,10 @@ export const BOARD_CSP =
 
 /** Per signed-in human: state-changing requests only. */
 export const BOARD_POST_LIMIT = { rate: 3, burst: 30 };
+/** Per client IP: the public sign-in routes (link confirmation, provider start and callback). */
+export const BOARD_SIGN_IN_LIMIT = { rate: 1, burst: 20 };
 const TODOS_PAGE_LIMIT = 100;
+const VEND_REQUEST = /^[A-Za-z0-9_-]{16,64}$/;
 
 export interface BoardDeps {
   sql: Sql;
@@ -63,6 +70,8 @@ export interface BoardDeps {
   isDeaf?: (session: Session) => boolean;
   /** How often live updates look for changes (default 2 s). */
   eventsPollMs?: number;
+  /** Sign-in through an OpenID Connect provider; null when SWITCHBOARD_OIDC_ISSUER is unset. */
+  oidc?: OidcLogin | null;
 }
 
 type Form = Record<string, string | string[]>;
@@ -128,6 +137,8 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
   const { sql, clock, log } = deps;
   const secure = () => deps.baseUrl().startsWith('https://');
   const postLimiter = new RateLimiter(BOARD_POST_LIMIT, clock);
+  const signInLimiter = new RateLimiter(BOARD_SIGN_IN_LIMIT, clock);
+  const oidc = deps.oidc ?? null;
   const events = new BoardEvents({
     sql,
     clock,
@@ -198,6 +209,17 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     });
 
     const publicRoute = { config: { boardPublic: true } };
+    /** Public routes that spend a link or talk to the provider: limited per client IP. */
+    const signInRoute = {
+      config: { boardPublic: true },
+      preHandler: async (req: FastifyRequest, reply: FastifyReply) => {
+        const wait = signInLimiter.take(req.ip);
+        if (wait > 0) {
+          reply.header('retry-after', String(wait));
+          return sendPage(reply, 429, messagePage({ title: 'Slow down' }, 'Too many sign-in attempts', `Retry in ${wait} s.`));
+        }
+      },
+    };
 
     const staticRoute = { config: { boardPublic: true, boardStatic: true } };
     board.get('/static/board.css', staticRoute, async (_req, reply) =>
@@ -212,7 +234,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
 
     board.get('/login', publicRoute, async (req, reply) => {
       if (req.boardSession) return reply.redirect('/', 303);
-      return sendPage(reply, 200, loginHelpPage());
+      return sendPage(reply, 200, loginHelpPage(oidc ? { host: new URL(oidc.issuer).host } : undefined));
     });
 
     // The link's GET only shows a button: a link scanner that fetches it spends nothing.
@@ -223,7 +245,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
       return sendPage(reply, 200, loginConfirmPage(token));
     });
 
-    board.post('/login/:token', publicRoute, async (req, reply) => {
+    board.post('/login/:token', signInRoute, async (req, reply) => {
       const { token } = req.params as { token: string };
       reply.header('referrer-policy', 'no-referrer');
       // Login CSRF: only a form of this origin may spend a link.
@@ -234,6 +256,48 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
       setSessionCookie(reply, opened.sessionToken, secure());
       log.info({ human_id: opened.humanId }, 'board sign-in by link');
       return reply.redirect('/', 303);
+    });
+
+    // -------------------------------------------------------------------------------------------
+    // Sign-in through an OpenID Connect provider (SWITCHBOARD_OIDC_*)
+
+    const oidcCookie = (value: string, maxAgeSeconds: number) =>
+      `${OIDC_STATE_COOKIE}=${value}; Path=/auth; Max-Age=${maxAgeSeconds}; HttpOnly; SameSite=Lax${secure() ? '; Secure' : ''}`;
+    const notConfigured = 'OIDC not configured (set SWITCHBOARD_OIDC_ISSUER and SWITCHBOARD_OIDC_CLIENT_ID, or sign in with a link from switchboard admin login-link).';
+
+    board.get('/auth/login', signInRoute, async (_req, reply) => {
+      if (!oidc) return sendPage(reply, 503, oidcFailedPage(notConfigured, false));
+      try {
+        const started = await oidc.start(now());
+        reply.header('set-cookie', oidcCookie(started.cookie, OIDC_STATE_TTL_MS / 1000));
+        reply.header('cache-control', 'no-store');
+        return reply.redirect(started.url, 302);
+      } catch (err) {
+        if (err instanceof OidcError) return sendPage(reply, err.status, oidcFailedPage(err.message, true));
+        throw err;
+      }
+    });
+
+    board.get('/auth/callback', signInRoute, async (req, reply) => {
+      reply.header('referrer-policy', 'no-referrer');
+      reply.header('cache-control', 'no-store');
+      if (!oidc) return sendPage(reply, 503, oidcFailedPage(notConfigured, false));
+      // The state cookie is single use: cleared whatever the outcome (Fastify appends Set-Cookie values).
+      reply.header('set-cookie', oidcCookie('', 0));
+      const query = new URLSearchParams(req.url.slice(req.url.indexOf('?') + 1 || req.url.length));
+      let identity;
+      try {
+        identity = await oidc.finish(query, readCookie(req, OIDC_STATE_COOKIE), now());
+      } catch (err) {
+        if (err instanceof OidcError) return sendPage(reply, err.status, oidcFailedPage(err.message, true));
+        throw err;
+      }
+      const { human, created, linked } = await humanForOidcIdentity(sql, identity);
+      if (req.boardSession) await deleteWebSession(sql, req.boardSession.token);
+      const opened = await openWebSession(sql, human.id, now());
+      setSessionCookie(reply, opened.sessionToken, secure());
+      log.info({ human_id: human.id, handle: human.handle, created, linked }, 'board sign-in by oidc');
+      return reply.redirect('/', 302);
     });
 
     board.post('/logout', async (req, reply) => {
@@ -316,8 +380,10 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
       const queuesText = field(form, 'queues');
       const verbs = fields(form, 'verbs');
       const queues = queuesText === undefined ? undefined : queuesText.split(/[\s,]+/).filter((q) => q !== '');
+      const request = field(form, 'vend_request');
+      const vendRequest = request !== undefined && VEND_REQUEST.test(request) ? request : undefined;
       try {
-        const { endpoint, credential } = await vendEndpoint(sql, s.human.id, { name, queues, verbs }, now());
+        const { endpoint, credential } = await vendEndpoint(sql, s.human.id, { name, queues, verbs, vendRequest }, now());
         const mcpUrl = `${deps.baseUrl()}/mcp/${endpoint.slug}`;
         log.info({ slug: endpoint.slug, human_id: s.human.id }, 'endpoint vended on the board');
         return sendPage(
@@ -333,8 +399,12 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
           }),
         );
       } catch (err) {
+        if (isSwitchboardError(err) && err.code === 'conflict' && typeof err.details.endpoint_id === 'string') {
+          const first = await resolveOwnEndpoint(sql, s.human.id, err.details.endpoint_id);
+          return sendPage(reply, 409, alreadyVendedPage(s, first));
+        }
         if (!isInvalid(err)) throw err;
-        return renderEndpoints(reply, s, 400, { vend: { name, queues: queuesText, verbs, error: fieldErrorOf(err) } });
+        return renderEndpoints(reply, s, 400, { vend: { request: vendRequest, name, queues: queuesText, verbs, error: fieldErrorOf(err) } });
       }
     });
 
@@ -493,7 +563,9 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
   });
 }
 
+/** Every board page is one person's data (one shows a credential): never stored by a cache. */
 function sendPage(reply: FastifyReply, status: number, body: string): FastifyReply {
+  if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
   return reply.code(status).type('text/html; charset=utf-8').send(body);
 }
 

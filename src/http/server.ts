@@ -3,6 +3,7 @@ import { SwitchboardError, isSwitchboardError, unstorableInput } from '../errors
 import { registerMcp } from '../mcp/transport.ts';
 import { registerIngest } from './ingest.ts';
 import type { Metrics } from '../metrics.ts';
+import type { OidcLogin } from '../board/oidc.ts';
 import { registerBoard } from '../board/plugin.ts';
 import { constantTimeEqual } from '../secrets.ts';
 import type { EndpointCredentials } from '../mcp/credentials.ts';
@@ -34,6 +35,8 @@ export interface ServerDeps extends AgentServices {
   ingestLimit?: BucketPolicy;
   /** The board's deaf-consumer warning: whether a session's recent doorbell writes all failed. */
   isDeaf?: (session: Session) => boolean;
+  /** Board sign-in through an OpenID Connect provider, when configured. */
+  oidc?: OidcLogin | null;
 }
 
 const SECURITY_HEADERS: Record<string, string> = {
@@ -130,6 +133,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     webhooks: deps.webhooks,
     onEndpointRevoked: deps.onEndpointRevoked,
     isDeaf: deps.isDeaf,
+    oidc: deps.oidc ?? null,
   });
   registerMcp(app, {
     sql: deps.sql,

@@ -54,7 +54,12 @@ export interface VendInput {
   name: unknown;
   queues?: readonly unknown[];
   verbs?: readonly unknown[];
+  /** The board form's one-time id: a second vend with the same id fails with `alreadyVended`. */
+  vendRequest?: string;
 }
+
+/** A vend form sent twice; `endpointId` is the endpoint the first send made. */
+export const alreadyVended = (endpointId: string) => conflict('this form already vended an endpoint; its credential was shown once', { endpoint_id: endpointId });
 
 /** Creates the agent and its endpoint in one transaction. The credential is returned once, here. */
 export async function vendEndpoint(
@@ -67,12 +72,20 @@ export async function vendEndpoint(
   const queues = normalizeQueues(input.queues);
   const verbs = normalizeVerbs(input.verbs);
   const secret = mintSecret(ENDPOINT_CREDENTIAL_PREFIX);
+  // Scoped to its owner: one human replaying another's form id vends their own endpoint.
+  const vendRequest = input.vendRequest === undefined ? null : `${humanId}:${input.vendRequest}`;
   const endpoint = await sql.begin(async (tx) => {
+    if (vendRequest !== null) {
+      // Serialises two sends of one form; the unique index is the backstop.
+      await tx`select pg_advisory_xact_lock(hashtext(${vendRequest}))`;
+      const [done] = await tx<{ id: string }[]>`select id from endpoints where vend_request = ${vendRequest}`;
+      if (done) throw alreadyVended(done.id);
+    }
     const [agent] = await tx<{ id: string }[]>`
       insert into agents (owner_human_id, name, created_at) values (${humanId}, ${name}, ${now}) returning id`;
     const [row] = await tx<{ id: string }[]>`
-      insert into endpoints (agent_id, slug, credential_hash, credential_prefix, scope_queues, scope_verbs, created_at)
-      values (${agent!.id}, ${makeSlug(name)}, ${secret.hash}, ${secret.displayPrefix}, ${tx.array(queues)}, ${tx.array(verbs)}, ${now})
+      insert into endpoints (agent_id, slug, credential_hash, credential_prefix, scope_queues, scope_verbs, created_at, vend_request)
+      values (${agent!.id}, ${makeSlug(name)}, ${secret.hash}, ${secret.displayPrefix}, ${tx.array(queues)}, ${tx.array(verbs)}, ${now}, ${vendRequest})
       returning id`;
     return getOwnEndpointById(tx, humanId, row!.id);
   });

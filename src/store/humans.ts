@@ -115,3 +115,80 @@ export async function authenticatePersonalToken(
   const { token_id, ...human } = row;
   return { human, tokenId: token_id };
 }
+
+/** What a sign-in at an OpenID Connect provider proved about a person. */
+export interface OidcIdentityInput {
+  issuer: string;
+  subject: string;
+  name: string | null;
+  email: string | null;
+  emailVerified: boolean;
+  preferredUsername: string | null;
+}
+
+/** A handle for a human first seen through a provider: from their username or email, made valid. */
+export function handleCandidate(identity: Pick<OidcIdentityInput, 'preferredUsername' | 'email' | 'name'>): string {
+  const source = identity.preferredUsername ?? identity.email?.split('@')[0] ?? identity.name ?? '';
+  const cleaned = source
+    .toLowerCase()
+    .normalize('NFKD')
+    .replace(/[^a-z0-9._-]+/g, '-')
+    .replace(/^[^a-z0-9]+/, '')
+    .slice(0, 56)
+    .replace(/[._-]+$/, '');
+  return cleaned === '' ? 'user' : cleaned;
+}
+
+const isUniqueViolation = (err: unknown) => (err as { code?: string }).code === '23505';
+
+/**
+ * The human behind an OpenID Connect identity, keyed on (issuer, subject):
+ * 1. the human already bound to it (name and email refreshed from the provider);
+ * 2. else the one unbound human whose email the provider says is verified and equal — a human an
+ *    operator added with `admin human add --email`, who now signs in to the board — bound from now on;
+ * 3. else a new human, with a handle from the username or email (suffixed -2, -3… when taken).
+ */
+export async function humanForOidcIdentity(sql: Sql, identity: OidcIdentityInput): Promise<{ human: Human; created: boolean; linked: boolean }> {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return await sql.begin(async (tx) => {
+        const [bound] = await tx<Human[]>`
+          update humans set display_name = coalesce(${identity.name}, display_name), email = coalesce(${identity.email}, email)
+          where oidc_issuer = ${identity.issuer} and oidc_subject = ${identity.subject}
+          returning id, handle, display_name, email, created_at`;
+        if (bound) return { human: bound, created: false, linked: false };
+
+        if (identity.email && identity.emailVerified) {
+          const matches = await tx<Human[]>`
+            select id, handle, display_name, email, created_at from humans
+            where oidc_subject is null and lower(email) = lower(${identity.email})
+            for update`;
+          if (matches.length === 1) {
+            const [linked] = await tx<Human[]>`
+              update humans set oidc_issuer = ${identity.issuer}, oidc_subject = ${identity.subject},
+                display_name = coalesce(display_name, ${identity.name})
+              where id = ${matches[0]!.id}
+              returning id, handle, display_name, email, created_at`;
+            return { human: linked!, created: false, linked: true };
+          }
+        }
+
+        const base = handleCandidate(identity);
+        for (let n = 1; n <= 100; n += 1) {
+          const handle = n === 1 ? base : `${base}-${n}`;
+          const [row] = await tx<Human[]>`
+            insert into humans (handle, display_name, email, oidc_issuer, oidc_subject)
+            values (${handle}, ${identity.name}, ${identity.email}, ${identity.issuer}, ${identity.subject})
+            on conflict (handle) do nothing
+            returning id, handle, display_name, email, created_at`;
+          if (row) return { human: row, created: true, linked: false };
+        }
+        throw conflict(`no free handle near "${base}"; add the human with switchboard admin human add`);
+      });
+    } catch (err) {
+      // Two first sign-ins of one identity at once: the loser finds the winner's row on retry.
+      if (attempt === 0 && isUniqueViolation(err)) continue;
+      throw err;
+    }
+  }
+}

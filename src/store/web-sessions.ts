@@ -57,6 +57,17 @@ export async function consumeLoginLink(sql: Sql, token: string, now: Date): Prom
   return { sessionToken, humanId: row.human_id, expiresAt };
 }
 
+/** Opens a 12-hour session for a human whose identity was proved elsewhere (an OIDC sign-in). */
+export async function openWebSession(sql: Sql, humanId: string, now: Date): Promise<{ sessionToken: string; expiresAt: Date }> {
+  const sessionToken = mintWebToken();
+  const expiresAt = new Date(now.getTime() + WEB_SESSION_TTL_MS);
+  await sql`
+    insert into web_sessions (token_hash, human_id, created_at, expires_at)
+    values (${hashSecret(sessionToken)}, ${humanId}, ${now}, ${expiresAt})`;
+  await sql`delete from web_sessions where expires_at < ${now}`;
+  return { sessionToken, expiresAt };
+}
+
 /** The human behind a live session cookie, or null (unknown or past its 12 hours). */
 export async function findWebSession(sql: Sql, sessionToken: string, now: Date): Promise<{ human: Human; expiresAt: Date } | null> {
   if (!isWebTokenShape(sessionToken)) return null;
