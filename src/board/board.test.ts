@@ -6,7 +6,7 @@ import type { App } from '../app.ts';
 import { main } from '../cli/main.ts';
 import { ManualClock } from '../clock.ts';
 import { createLoginLink, LOGIN_LINK_TTL_MS } from '../store/web-sessions.ts';
-import { card, type CardData } from './pages.ts';
+import { HTMX_ASSET, card, type CardData } from './pages.ts';
 import { BOARD_CSP } from './plugin.ts';
 import { boardSession } from './auth.ts';
 
@@ -327,10 +327,19 @@ describe('security headers and escaping', () => {
     const api = await fetch(`${app.url}/api/v1/me`, { headers: { authorization: `Bearer ${alice.token}` } });
     expect(api.headers.get('content-security-policy')).toBe("default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
     const page = (await b.get('/')).text;
-    // No inline script or style anywhere: the only script is the same-origin file.
-    expect(page.match(/<script/g)).toHaveLength(1);
+    // No inline script or style anywhere: the only scripts are same-origin files, htmx vendored.
+    expect(page.match(/<script/g)).toHaveLength(2);
+    expect(page).toContain(`<script src="/static/${HTMX_ASSET}" defer></script>`);
     expect(page).toContain('<script src="/static/board.js" defer></script>');
-    expect(page).not.toMatch(/<style|style=|\son[a-z]+=/i);
+    expect(page).not.toMatch(/<style|style=|\son[a-z]+=|hx-on/i);
+    // htmx may not evaluate, inject styles, or keep page snapshots (the vend answer holds a credential).
+    const config = JSON.parse(/<meta name="htmx-config" content="([^"]+)">/.exec(page)![1]!.replaceAll('&quot;', '"'));
+    expect(config).toMatchObject({ allowEval: false, allowScriptTags: false, includeIndicatorStyles: false, selfRequestsOnly: true, historyCacheSize: 0 });
+    const vendored = await fetch(`${app.url}/static/${HTMX_ASSET}`);
+    expect(vendored.status).toBe(200);
+    expect(vendored.headers.get('content-type')).toMatch(/^text\/javascript/);
+    expect(vendored.headers.get('cache-control')).toContain('immutable');
+    expect(await vendored.text()).toContain('htmx');
   });
 
   it('escapes a hostile todo title, payload and endpoint name everywhere they appear', async () => {
@@ -343,7 +352,7 @@ describe('security headers and escaping', () => {
     for (const r of pages) {
       expect(r.status).toBe(200);
       for (const raw of [...hostile, '</pre><script>', '<b>bold</b>', '<img']) expect(r.text).not.toContain(raw);
-      expect(r.text.match(/<script/g)).toHaveLength(1);
+      expect(r.text.match(/<script/g)).toHaveLength(2);
     }
     const list = pages[0]!.text;
     expect(list).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
@@ -531,6 +540,24 @@ describe('todos', () => {
 });
 
 describe('live updates', () => {
+  it('a signed-in page re-reads every data-live region of its own URL in one request, and a POST answer none', async () => {
+    const e = await vend(alice, 'live-regions');
+    const b = await signedIn(alice);
+    const card = (await b.get(`/endpoints/${e.id}`)).text;
+    const updater = /<div id="live-updates" hidden hx-get="([^"]+)" hx-trigger="sb-changed from:body" hx-swap="none" hx-select-oob="([^"]+)"/.exec(card)!;
+    expect(updater[1]).toBe(`/endpoints/${e.id}`);
+    const regions = [...card.matchAll(/id="([^"]+)" data-live/g)].map((m) => `#${m[1]}`);
+    expect(regions).toContain(`#status-${e.id}`);
+    expect(regions).toContain('#report');
+    expect(updater[2]!.split(',')).toEqual(regions);
+    const todos = (await b.get('/todos?state=pending')).text;
+    expect(todos).toContain('hx-get="/todos?state=pending"');
+    // A refused form's answer is not live: a re-read would wipe the inline error.
+    const refused = await b.post(`/endpoints/${e.id}/shift`, { shift: 'Mon 25:00-26:00', action: 'save', csrf_token: b.csrfToken });
+    expect(refused.status).toBe(400);
+    expect(refused.text).not.toContain('id="live-updates"');
+  });
+
   /** Reads an SSE stream in the background; frames collect in `events`. */
   async function stream(b: ReturnType<typeof browser>) {
     const ac = new AbortController();

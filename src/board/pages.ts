@@ -14,7 +14,7 @@ import { Html, html, path, withQuery, type Part } from './html.ts';
 /**
  * Every page of the board. Each function returns escaped HTML (see html.ts); no page carries an
  * inline script or style, so the board's Content-Security-Policy needs no exception. Regions
- * marked data-live are re-read in place by /static/board.js when a live update arrives.
+ * marked data-live are re-read in place when a live update arrives (see liveUpdater).
  */
 
 // ---------------------------------------------------------------------------------------------
@@ -52,15 +52,56 @@ const fieldError = (err: FieldError | undefined, field: string, id: string) =>
 export interface PageOptions {
   title: string;
   session?: BoardSession;
-  /** The GET path whose data-live regions board.js may re-read; absent on POST answers. */
+  /** The GET path whose data-live regions are re-read on a live update; absent on POST answers. */
   liveUrl?: string;
   nav?: 'endpoints' | 'todos';
+}
+
+/** The vendored htmx (src/board/static/vendor/); the version is in the name, so it may be cached for good. */
+export const HTMX_ASSET = 'htmx-2.0.11.min.js';
+
+/**
+ * htmx's settings, read from a meta tag: nothing evaluated or injected (the CSP allows neither),
+ * requests to this origin only, no page snapshots in sessionStorage (the vend answer holds a
+ * credential), and refused forms (400, 409…) swapped in like any page so inline errors show.
+ */
+const HTMX_CONFIG = JSON.stringify({
+  includeIndicatorStyles: false,
+  // Settling copies these attributes in a second step; `style` there is an inline style the CSP refuses.
+  attributesToSettle: ['class', 'width', 'height'],
+  allowEval: false,
+  allowScriptTags: false,
+  selfRequestsOnly: true,
+  historyCacheSize: 0,
+  refreshOnHistoryMiss: true,
+  responseHandling: [
+    { code: '204', swap: false },
+    { code: '...', swap: true },
+  ],
+});
+
+/** The ids of the page's data-live regions, in the order the page renders them. */
+function liveRegionIds(body: string): string[] {
+  return [...body.matchAll(/<[a-z]+ [^>]*\bid="([^"]+)"[^>]*\sdata-live[\s>]/g)].map((m) => m[1]!);
+}
+
+/**
+ * With JavaScript, a signed-in page is boosted by htmx (links and forms swap the page in place)
+ * and its data-live regions are re-read, all in one request, when the human's event stream says
+ * something changed (board.js turns the stream's events into `sb-changed`). Without JavaScript
+ * every link and form works as plain HTML.
+ */
+function liveUpdater(url: string, body: string): Part {
+  const ids = liveRegionIds(body);
+  if (ids.length === 0) return '';
+  return html`<div id="live-updates" hidden hx-get="${url}" hx-trigger="sb-changed from:body" hx-swap="none" hx-select-oob="${ids.map((id) => `#${id}`).join(',')}" hx-push-url="false"></div>`;
 }
 
 export function page(opts: PageOptions, body: Part): string {
   const s = opts.session;
   const navLink = (href: string, label: string, key: PageOptions['nav']) =>
     html`<a href="${href}"${opts.nav === key ? html` aria-current="page"` : ''}>${label}</a>`;
+  const main = html`${body}`.value;
   return html`<!doctype html>
 <html lang="en">
 <head>
@@ -69,9 +110,15 @@ export function page(opts: PageOptions, body: Part): string {
 <meta name="referrer" content="same-origin">
 <title>${opts.title} · Switchboard</title>
 <link rel="stylesheet" href="/static/board.css">
-${s ? html`<script src="/static/board.js" defer></script>` : ''}
+${
+  s
+    ? html`<meta name="htmx-config" content="${HTMX_CONFIG}">
+<script src="/static/${HTMX_ASSET}" defer></script>
+<script src="/static/board.js" defer></script>`
+    : ''
+}
 </head>
-<body${opts.liveUrl ? html` data-live-url="${opts.liveUrl}"` : ''}>
+<body${s ? html` hx-boost="true"` : ''}>
 <header class="top">
   <a class="brand" href="/">switchboard</a>
   ${
@@ -82,8 +129,9 @@ ${s ? html`<script src="/static/board.js" defer></script>` : ''}
   }
 </header>
 <main id="main">
-${body}
+${new Html(main)}
 </main>
+${s && opts.liveUrl ? liveUpdater(opts.liveUrl, main) : ''}
 <footer class="muted">Switchboard ${VERSION}</footer>
 </body>
 </html>
@@ -105,7 +153,7 @@ export function loginHelpPage(provider?: { host: string }): string {
 <h1>Sign in</h1>
 ${
   provider
-    ? html`<p><a class="button primary" id="oidc-login" href="/auth/login">Sign in with ${provider.host}</a></p>
+    ? html`<p><a class="button primary" id="oidc-login" href="/auth/login" hx-boost="false">Sign in with ${provider.host}</a></p>
 <p class="muted">Or, on the server host, mint a one-time link:</p>`
     : html`<p>The board signs you in with a one-time link minted on the server host. There, run:</p>`
 }

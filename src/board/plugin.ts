@@ -24,6 +24,7 @@ import { OIDC_STATE_COOKIE, OIDC_STATE_TTL_MS, OidcError, type OidcLogin } from 
 import { csrfValid } from './csrf.ts';
 import { html, path } from './html.ts';
 import {
+  HTMX_ASSET,
   alreadyVendedPage,
   endpointPage,
   endpointsPage,
@@ -152,6 +153,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
   const asset = (name: string) => readFileSync(new URL(`./static/${name}`, import.meta.url));
   const css = asset('board.css');
   const js = asset('board.js');
+  const htmx = asset(`vendor/${HTMX_ASSET}`);
 
   // Open event streams would hold the HTTP server open: end them before it closes.
   app.addHook('preClose', async () => events.closeAll());
@@ -227,6 +229,9 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     );
     board.get('/static/board.js', staticRoute, async (_req, reply) =>
       reply.type('text/javascript; charset=utf-8').header('cache-control', 'no-cache').send(js),
+    );
+    board.get(`/static/${HTMX_ASSET}`, staticRoute, async (_req, reply) =>
+      reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=31536000, immutable').send(htmx),
     );
 
     // -------------------------------------------------------------------------------------------
