@@ -6,6 +6,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectAgent, until, type Agent } from '../../test/support/agents.ts';
+import { startOidcProvider, type TestOidcProvider } from '../../test/support/oidc-provider.ts';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
 import type { App } from '../app.ts';
 import { main } from '../cli/main.ts';
@@ -23,6 +24,7 @@ const SHOTS = fileURLToPath(new URL('../../test-results/board/', import.meta.url
 
 let db: Awaited<ReturnType<typeof migratedDatabase>>;
 let app: App & { clock: ManualClock };
+let idp: TestOidcProvider;
 let context: BrowserContext;
 let page: Page;
 let userDataDir: string;
@@ -42,7 +44,11 @@ beforeAll(async () => {
   mkdirSync(SHOTS, { recursive: true });
   db = await migratedDatabase();
   // The CLI mints the sign-in link with the system clock: start the app's clock at the real now.
-  app = await startTestApp(db.url, new ManualClock(new Date()), { selfTestRingDelayMs: 200 });
+  idp = await startOidcProvider({ user: { sub: 'browser-subject', name: 'Ada Lovelace', email: 'ada@example.test', email_verified: true, preferred_username: 'ada' } });
+  app = await startTestApp(db.url, new ManualClock(new Date()), {
+    selfTestRingDelayMs: 200,
+    env: { SWITCHBOARD_OIDC_ISSUER: idp.issuer, SWITCHBOARD_OIDC_CLIENT_ID: idp.clientId, SWITCHBOARD_OIDC_CLIENT_SECRET: idp.clientSecret },
+  });
   human = await humanWithToken(db.sql);
   userDataDir = mkdtempSync(join(tmpdir(), 'sb-chromium-'));
   context = await chromium.launchPersistentContext(userDataDir, {
@@ -63,6 +69,7 @@ afterAll(async () => {
   if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
   await Promise.all(clients.map((c) => c.close().catch(() => {})));
   await app?.stop();
+  await idp?.close();
   await db?.drop();
 });
 
@@ -196,6 +203,19 @@ describe('the board in Chromium', { timeout: 60_000 }, () => {
     await shot('13-signed-out');
     await page.goto(`${app.url}/todos`);
     await page.waitForURL(`${app.url}/login`);
+    expect(cspViolations).toEqual([]);
+  });
+
+  it('signs in through the OpenID Connect provider as a new human', async () => {
+    await page.goto(`${app.url}/login`);
+    await shot('14-login-with-provider');
+    await page.click('#oidc-login');
+    // The provider approves at once and sends the browser back to /auth/callback, then to /.
+    await page.waitForURL(`${app.url}/`);
+    expect(await page.textContent('.signout')).toContain('ada');
+    expect(await page.textContent('main')).toContain('No endpoints yet');
+    expect(idp.lastAuthorize?.get('code_challenge_method')).toBe('S256');
+    await shot('15-signed-in-by-provider');
     expect(cspViolations).toEqual([]);
   });
 });
