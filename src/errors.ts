@@ -52,3 +52,36 @@ export function unstorableInput(err: unknown): SwitchboardError | null {
   if (!unstorable) return null;
   return new SwitchboardError('invalid_argument', 'a value contains a character that cannot be stored: NUL (U+0000) or an unpaired UTF-16 surrogate');
 }
+
+/** Seconds a caller is told to wait when the database cannot be reached. */
+export const DATABASE_RETRY_AFTER_S = 5;
+
+// Node socket errors and the postgres driver's own connection states.
+const CONNECTION_ERRORS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'CONNECT_TIMEOUT',
+]);
+
+/**
+ * The database could not be reached or went away mid-request (a restart, a failover, a full
+ * connection table): `unavailable`, which callers may retry, rather than an internal error.
+ * SQLSTATE class 08 is a connection exception; 57P01-57P03 are shutdowns and a server still
+ * starting; 53300 is too many connections. Null for any other error.
+ */
+export function databaseUnavailable(err: unknown): SwitchboardError | null {
+  const code = typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined;
+  if (typeof code !== 'string') return null;
+  const down = CONNECTION_ERRORS.has(code) || code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === '53300';
+  if (!down) return null;
+  return new SwitchboardError('unavailable', 'the database is unreachable; retry shortly', { retry_after: DATABASE_RETRY_AFTER_S });
+}

@@ -130,10 +130,10 @@ describe('the board in Chromium', { timeout: 60_000 }, () => {
     });
     expect(pushed.status).toBe(201);
     // htmx swaps the answer in place: the page is not reloaded (the marker survives).
-    await page.evaluate(() => ((window as unknown as { sbMarker: number }).sbMarker = 1));
+    await page.evaluate(() => ((globalThis as unknown as { sbMarker: number }).sbMarker = 1));
     await page.click('.presence-form button[value="out"]');
     await expect.poll(() => page.textContent('.presence-badge')).toBe('off shift');
-    expect(await page.evaluate(() => (window as unknown as { sbMarker?: number }).sbMarker)).toBe(1);
+    expect(await page.evaluate(() => (globalThis as unknown as { sbMarker?: number }).sbMarker)).toBe(1);
     expect(page.url()).toBe(`${app.url}/endpoints/${endpointId}`);
     expect(await page.textContent('.presence-detail')).toContain('until clocked in');
     await shot('05-card-off-shift');

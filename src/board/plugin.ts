@@ -4,7 +4,7 @@ import type { Clock } from '../clock.ts';
 import type { Sql } from '../db/connect.ts';
 import { inputsOf, type PresenceService } from '../doorbell/presence.ts';
 import type { SelfTests } from '../doorbell/selftest.ts';
-import { SwitchboardError, invalidArgument, isSwitchboardError } from '../errors.ts';
+import { SwitchboardError, databaseUnavailable, invalidArgument, isSwitchboardError } from '../errors.ts';
 import { HTTP_STATUS, fromFastifyError } from '../http/errors.ts';
 import { RateLimiter } from '../http/rate-limit.ts';
 import type { Webhooks } from '../ingest/webhooks.ts';
@@ -198,15 +198,17 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
 
     board.setErrorHandler(async (err, req, reply) => {
       const s = req.boardSession;
-      let e: SwitchboardError | null = isSwitchboardError(err) ? err : fromFastifyError(err as { code?: string; statusCode?: number; message: string });
+      let e: SwitchboardError | null = isSwitchboardError(err)
+        ? err
+        : (fromFastifyError(err as { code?: string; statusCode?: number; message: string }) ?? databaseUnavailable(err));
       if (!e) {
         log.error({ err, method: req.method, route: req.routeOptions.url }, 'board: unhandled error');
         e = new SwitchboardError('internal', 'internal error');
       }
-      if (e.code === 'rate_limited' && typeof e.details.retry_after === 'number') reply.header('retry-after', String(e.details.retry_after));
+      if ((e.code === 'rate_limited' || e.code === 'unavailable') && typeof e.details.retry_after === 'number') reply.header('retry-after', String(e.details.retry_after));
       const status = HTTP_STATUS[e.code];
       if (e.code === 'not_found') return sendPage(reply, 404, notFoundPage(s));
-      const heading = e.code === 'conflict' ? 'Not possible now' : e.code === 'internal' ? 'Something went wrong' : 'Refused';
+      const heading = e.code === 'conflict' ? 'Not possible now' : e.code === 'internal' ? 'Something went wrong' : e.code === 'unavailable' ? 'Try again shortly' : 'Refused';
       return sendPage(reply, status, messagePage({ title: heading, session: s }, heading, e.message, backLink(s)));
     });
 

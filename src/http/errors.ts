@@ -27,7 +27,7 @@ export function envelope(err: SwitchboardError): ErrorEnvelope {
 }
 
 export function sendError(reply: FastifyReply, err: SwitchboardError): FastifyReply {
-  if (err.code === 'rate_limited' && typeof err.details.retry_after === 'number') {
+  if ((err.code === 'rate_limited' || err.code === 'unavailable') && typeof err.details.retry_after === 'number') {
     reply.header('Retry-After', String(err.details.retry_after));
   }
   return reply.code(HTTP_STATUS[err.code]).type('application/json; charset=utf-8').send(envelope(err));

@@ -1,5 +1,5 @@
 import Fastify, { type FastifyInstance } from 'fastify';
-import { SwitchboardError, isSwitchboardError, unstorableInput } from '../errors.ts';
+import { SwitchboardError, databaseUnavailable, isSwitchboardError, unstorableInput } from '../errors.ts';
 import { registerMcp } from '../mcp/transport.ts';
 import { registerIngest } from './ingest.ts';
 import type { Metrics } from '../metrics.ts';
@@ -75,6 +75,11 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     if (mapped) return sendError(reply, mapped);
     const unstorable = unstorableInput(err);
     if (unstorable) return sendError(reply, unstorable);
+    const down = databaseUnavailable(err);
+    if (down) {
+      deps.log.warn({ err: (err as Error).message, method: req.method, route: req.routeOptions.url }, 'request failed: database unreachable');
+      return sendError(reply, down);
+    }
     deps.log.error({ err, method: req.method, route: req.routeOptions.url }, 'unhandled error');
     return sendError(reply, new SwitchboardError('internal', 'internal error'));
   });

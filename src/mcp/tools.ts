@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Clock } from '../clock.ts';
 import type { Sql } from '../db/connect.ts';
-import { SwitchboardError, isSwitchboardError, unstorableInput } from '../errors.ts';
+import { SwitchboardError, databaseUnavailable, isSwitchboardError, unstorableInput } from '../errors.ts';
 import type { DoorbellAcks } from '../doorbell/acks.ts';
 import type { PresenceService } from '../doorbell/presence.ts';
 import type { SelfTests } from '../doorbell/selftest.ts';
@@ -78,6 +78,11 @@ export async function callTool(tool: Tool, ctx: ToolContext, rawArgs: unknown): 
     if (isSwitchboardError(err)) return toolError(err);
     const unstorable = unstorableInput(err);
     if (unstorable) return toolError(unstorable);
+    const down = databaseUnavailable(err);
+    if (down) {
+      ctx.log.warn({ err: (err as Error).message, tool: tool.name, slug: ctx.session.endpoint.slug }, 'tool failed: database unreachable');
+      return toolError(down);
+    }
     ctx.log.error({ err: (err as Error).message, tool: tool.name, slug: ctx.session.endpoint.slug }, 'tool failed');
     return toolError(new SwitchboardError('internal', 'internal error'));
   }

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { unstorableInput } from '../errors.ts';
+import { DATABASE_RETRY_AFTER_S, databaseUnavailable, unstorableInput } from '../errors.ts';
 import { RateLimiter, type BucketPolicy } from '../http/rate-limit.ts';
 import {
   INTERNAL_ERROR,
@@ -101,6 +101,12 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) return sendRpc(reply, e.statusCode, rpcError(null, TRANSPORT_ERROR, e.message));
       const unstorable = unstorableInput(err);
       if (unstorable) return sendRpc(reply, 400, rpcError(null, TRANSPORT_ERROR, `Bad Request: ${unstorable.message}`));
+      const down = databaseUnavailable(err);
+      if (down) {
+        log.warn({ err: e.message, method: req.method }, 'mcp request failed: database unreachable');
+        reply.header('retry-after', String(DATABASE_RETRY_AFTER_S));
+        return sendRpc(reply, 503, rpcError(null, INTERNAL_ERROR, `Service Unavailable: ${down.message}`));
+      }
       log.error({ err: e.message, method: req.method }, 'mcp request failed');
       return sendRpc(reply, 500, rpcError(null, INTERNAL_ERROR, 'Internal error'));
     });
