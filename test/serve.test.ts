@@ -69,7 +69,7 @@ afterAll(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
-describe('switchboard serve on the embedded PostgreSQL', () => {
+describe('switchboard serve on the embedded PostgreSQL', { timeout: 90_000 }, () => {
   let token = '';
   let slug = '';
   let todoId = '';
