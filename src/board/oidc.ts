@@ -1,6 +1,7 @@
 import * as client from 'openid-client';
 import { issuerAllowsHttp, type OidcSettings } from '../config.ts';
 import type { Logger } from '../log.ts';
+import type { OidcIdentityInput as OidcIdentity } from '../store/humans.ts';
 
 /**
  * Board sign-in through an OpenID Connect provider: authorization code flow with PKCE (S256), a
@@ -17,16 +18,6 @@ export const OIDC_STATE_COOKIE = 'sb_oidc_state';
 /** How long a started sign-in may take at the provider. */
 export const OIDC_STATE_TTL_MS = 10 * 60_000;
 const SCOPES = 'openid profile email';
-
-/** What one sign-in at the provider proved. */
-export interface OidcIdentity {
-  issuer: string;
-  subject: string;
-  name: string | null;
-  email: string | null;
-  emailVerified: boolean;
-  preferredUsername: string | null;
-}
 
 /** The refusal families of a callback: the browser's request was wrong (400) or the provider failed us (502). */
 export class OidcError extends Error {
