@@ -355,7 +355,16 @@ export async function claimTodo(
   );
 }
 
-/** Claims the oldest claimable todo across the caller's queues, or returns null when none is. */
+/**
+ * Claims the oldest claimable todo across the caller's queues, or returns null when none is.
+ *
+ * The candidates come oldest first from one ordered index scan per queue over the pending rows
+ * (todos_claim_scan_idx), merged with the few expired leases and due retries; each candidate is
+ * then locked, skipping rows another claimer holds, until one is taken. A single scan of every
+ * claimable state could use no index in that order: it walked the endpoint's whole history
+ * (done todos included) or sorted all its pending rows on every claim, which grew with the queue.
+ * The lock re-checks the full condition, so a row claimed meanwhile is passed over.
+ */
 export async function claimNextTodo(
   sql: Sql,
   caller: Caller,
@@ -364,15 +373,28 @@ export async function claimNextTodo(
   now: Date,
   leaseTokenHash: string | null = null,
 ): Promise<ClaimedTodo | null> {
+  const wanted = [...new Set(queues)].filter((q) => q !== RESERVED_QUEUE);
+  if (wanted.length === 0) return null;
+  const eligible = sql`endpoint_id = ${caller.endpointId} and not synthetic and (assignee is null or assignee = ${caller.owner})`;
+  const branches = [
+    ...wanted.map((q) => sql`(select id, created_at, seq from todos where ${eligible} and queue = ${q} and state = 'pending' order by created_at, seq)`),
+    sql`(select id, created_at, seq from todos where ${eligible} and queue = any(${sql.array(wanted)}::text[])
+           and state = 'claimed' and lease_expires_at < ${now} and attempt < max_attempts)`,
+    sql`(select id, created_at, seq from todos where ${eligible} and queue = any(${sql.array(wanted)}::text[])
+           and state = 'failed' and next_retry_at is not null and next_retry_at <= ${now} and attempt < max_attempts)`,
+  ];
+  const candidates = branches.reduce((all, b) => sql`${all} union all ${b}`);
   const [row] = await sql<ClaimedTodo[]>`
     with picked as materialized (
-      select id from todos
-      where endpoint_id = ${caller.endpointId}
-        and queue = any(${sql.array([...queues])}::text[]) and queue <> ${RESERVED_QUEUE}
-        and not synthetic and ${claimable(sql, caller.owner, now)}
-      order by created_at, seq
+      select l.id from (${candidates}) c
+      cross join lateral (
+        select t.id from todos t
+        where t.id = c.id and t.endpoint_id = ${caller.endpointId}
+          and t.queue = any(${sql.array(wanted)}::text[]) and not t.synthetic and ${claimable(sql, caller.owner, now)}
+        for update skip locked
+      ) l
+      order by c.created_at, c.seq
       limit 1
-      for update skip locked
     ), claimed as (
       update todos t set ${claimSet(sql, caller, now, leaseSecs, leaseTokenHash)}
       from picked where t.id = picked.id
