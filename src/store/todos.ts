@@ -363,7 +363,10 @@ export async function claimTodo(
  * then locked, skipping rows another claimer holds, until one is taken. A single scan of every
  * claimable state could use no index in that order: it walked the endpoint's whole history
  * (done todos included) or sorted all its pending rows on every claim, which grew with the queue.
- * The lock re-checks the full condition, so a row claimed meanwhile is passed over.
+ * The lock re-checks the claimable condition, so a row claimed meanwhile is passed over; a todo's
+ * endpoint, queue and synthetic flag never change once inserted, so the scans' check of those
+ * stands, and leaving them out of the lock's lookup keeps it on the primary key in every plan
+ * (a generic plan made while the table was small once chose an endpoint index there instead).
  */
 export async function claimNextTodo(
   sql: Sql,
@@ -388,9 +391,7 @@ export async function claimNextTodo(
     with picked as materialized (
       select l.id from (${candidates}) c
       cross join lateral (
-        select t.id from todos t
-        where t.id = c.id and t.endpoint_id = ${caller.endpointId}
-          and t.queue = any(${sql.array(wanted)}::text[]) and not t.synthetic and ${claimable(sql, caller.owner, now)}
+        select t.id from todos t where t.id = c.id and ${claimable(sql, caller.owner, now)}
         for update skip locked
       ) l
       order by c.created_at, c.seq
