@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { RunningCluster } from '../src/db/cluster.ts';
+import postgres from 'postgres';
 import { connect, type Sql } from '../src/db/connect.ts';
 
 const execFileAsync = promisify(execFile);
@@ -38,8 +39,20 @@ export async function drain(workers: number, step: (worker: number) => Promise<b
   return { done: latencies.length, seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
-/** PostgreSQL's single-row insert commit rate on the same cluster, measured with its own pgbench. */
-export async function pgbenchInsertRate(cluster: RunningCluster, clients: number, seconds: number): Promise<{ tps: number; command: string }> {
+export interface PgbenchResult {
+  /** Single-row insert commits per second. */
+  tps: number;
+  /** pgbench's "latency average": one commit's round trip at this many clients. */
+  latencyMs: number;
+  command: string;
+}
+
+/**
+ * PostgreSQL's single-row insert commit rate on the same cluster, measured with its own pgbench:
+ * the ceiling for any write path that commits one transaction at a time. With one client its
+ * latency average is the floor for one commit's round trip.
+ */
+export async function pgbenchInsertRate(cluster: RunningCluster, clients: number, seconds: number): Promise<PgbenchResult> {
   const sql = connect(cluster.url, { max: 1 });
   await sql`create table if not exists bench_pgbench_insert (v integer)`;
   await sql.end({ timeout: 5 });
@@ -49,14 +62,15 @@ export async function pgbenchInsertRate(cluster: RunningCluster, clients: number
   const script = path.join(dir, 'insert.sql');
   await writeFile(script, 'insert into bench_pgbench_insert (v) values (1);\n', { mode: 0o644 });
   const pgbench = path.join(cluster.binDir, 'pgbench');
-  const args = ['-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-n', '-c', String(clients), '-j', '2', '-T', String(seconds), '-f', script, 'postgres'];
+  const args = ['-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-n', '-c', String(clients), '-j', String(Math.min(2, clients)), '-T', String(seconds), '-f', script, 'postgres'];
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   const [file, argv] = isRoot ? ['runuser', ['-u', 'postgres', '--', pgbench, ...args]] : [pgbench, args];
   try {
     const { stdout } = await execFileAsync(file, argv, { cwd: '/', maxBuffer: 1 << 20 });
     const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(stdout)?.[1] ?? /tps = ([\d.]+)/.exec(stdout)?.[1];
-    if (!tps) throw new Error(`cannot read tps from pgbench output:\n${stdout}`);
-    return { tps: Number(tps), command: `pgbench -n -c ${clients} -j 2 -T ${seconds} -f insert.sql` };
+    const latency = /latency average = ([\d.]+) ms/.exec(stdout)?.[1];
+    if (!tps || !latency) throw new Error(`cannot read tps and latency from pgbench output:\n${stdout}`);
+    return { tps: Number(tps), latencyMs: Number(latency), command: `pgbench -n -c ${clients} -j ${Math.min(2, clients)} -T ${seconds} -f insert.sql` };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -70,4 +84,78 @@ export async function seedPendingTodos(sql: Sql, endpointId: string, n: number):
     select 'td_' || gen_random_uuid(), ${endpointId}, 'work', 'operator', 'operator', 'job ' || g, jsonb_build_object('n', g), ${ev!.id},
            now() + g * interval '1 microsecond', now()
     from generate_series(1, ${n}) g`;
+}
+
+/** One figure for the suite's closing table (bench/all.ts). */
+export interface SummaryRow {
+  figure: string;
+  value: string;
+  /** The figure beside PostgreSQL's own limit on the same cluster (write paths only). */
+  vsPgbench?: string;
+  target?: string;
+  met?: boolean;
+}
+
+export const SUMMARY_MARK = '##summary ';
+
+/**
+ * Hands this bench's headline figures to bench/all.ts, which sets SWITCHBOARD_BENCH_SUMMARY and
+ * prints them all in one table at the end; a bench run alone prints nothing extra.
+ */
+export function summarize(bench: string, pgVersion: string, rows: SummaryRow[]): void {
+  if (process.env['SWITCHBOARD_BENCH_SUMMARY'] !== '1') return;
+  console.log(`${SUMMARY_MARK}${JSON.stringify({ bench, cores: os.availableParallelism(), pgVersion, rows })}`);
+}
+
+/** `a` as a percentage of `b`, for the "vs" columns. */
+export const pctOf = (a: number, b: number, digits = 0): string => `${((a / b) * 100).toFixed(digits)}%`;
+
+/** A duration as a multiple of another, for latencies beside pgbench's single-commit latency. */
+export const timesOf = (a: number, b: number): string => `${(a / b).toFixed(a / b < 10 ? 1 : 0)}x`;
+
+/** One statement as a code path sent it: its text and its parameters as sent. */
+export interface CapturedStatement {
+  query: string;
+  params: unknown[];
+}
+
+/**
+ * A small pool that records every statement it sends, so a bench can EXPLAIN exactly what the
+ * product's own code ran rather than a copy of its SQL.
+ */
+export function capturingPool(url: string): { sql: Sql; statements: CapturedStatement[] } {
+  const statements: CapturedStatement[] = [];
+  const sql = postgres(url, {
+    max: 1,
+    onnotice: () => {},
+    debug: (_conn: number, query: string, params: unknown[]) => statements.push({ query, params: [...params] }),
+  }) as unknown as Sql;
+  return { sql, statements };
+}
+
+const arrayLiteral = (xs: unknown[]): string =>
+  `{${xs.map((x) => (x === null ? 'NULL' : `"${String(x).replace(/["\\]/g, (c) => `\\${c}`)}"`)).join(',')}}`;
+
+/** EXPLAIN (ANALYZE) of a captured statement, in a transaction that is rolled back. */
+export async function explainAnalyze(sql: Sql, st: CapturedStatement): Promise<string[]> {
+  const params = st.params.map((p) => (Array.isArray(p) ? arrayLiteral(p) : p instanceof Date ? p.toISOString() : p));
+  let plan: string[] = [];
+  await sql
+    .begin(async (tx) => {
+      const rows = await tx.unsafe(`explain (analyze, costs off, timing off) ${st.query}`, params as never[]);
+      plan = (rows as unknown as { 'QUERY PLAN': string }[]).map((r) => r['QUERY PLAN']);
+      throw new RolledBack();
+    })
+    .catch((e: unknown) => {
+      if (!(e instanceof RolledBack)) throw e;
+    });
+  return plan;
+}
+
+class RolledBack extends Error {}
+
+/** Prints a plan indented, long lines cut (the literal arrays of ids run to kilobytes). */
+export function printPlan(title: string, plan: string[], width = 150): void {
+  console.log(title);
+  for (const line of plan) console.log(`  ${line.length > width ? `${line.slice(0, width)}…` : line}`);
 }
