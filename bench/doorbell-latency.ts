@@ -9,7 +9,10 @@
  * The per-token API write limit is left as it is: the pushes are spread over enough personal
  * tokens of one human that each token runs at half its bucket's refill rate.
  *
- *   npm run bench:doorbell -- [--endpoints 100] [--todos 2000] [--rate 100]
+ * Beside it, pgbench's single-client commit latency on the same cluster: the floor for the API's
+ * write (POST → 201 inserts an event and a todo in one transaction).
+ *
+ *   npm run bench:doorbell -- [--endpoints 100] [--todos 2000] [--rate 100] [--pgbench-seconds 3]
  */
 import { spawn } from 'node:child_process';
 import os from 'node:os';
@@ -26,17 +29,20 @@ import { API_WRITE_LIMIT } from '../src/http/api.ts';
 import { createLogger } from '../src/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman, createToken } from '../src/store/humans.ts';
+import { pgbenchInsertRate, summarize, timesOf } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
     endpoints: { type: 'string', default: '100' },
     todos: { type: 'string', default: '2000' },
     rate: { type: 'string', default: '100' },
+    'pgbench-seconds': { type: 'string', default: '3' },
   },
 });
 const ENDPOINTS = Number(values.endpoints);
 const TODOS = Number(values.todos);
 const RATE = Number(values.rate);
+const PGBENCH_SECONDS = Number(values['pgbench-seconds']);
 const UNLIMITED = { rate: 1e9, burst: 1e9 };
 /** Each token's share of the push rate stays at half its write bucket's refill rate. */
 const TOKENS = Math.max(1, Math.ceil(RATE / (API_WRITE_LIMIT.rate / 2)));
@@ -136,6 +142,9 @@ async function main(): Promise<void> {
 
     driver.stdin!.end('stop\n');
     await Promise.race([exited, sleep(5_000)]);
+    await app.stop();
+    app = undefined;
+    const pg1 = await pgbenchInsertRate(cluster, 1, PGBENCH_SECONDS);
 
     const fromResponse: number[] = [];
     const fromSend: number[] = [];
@@ -174,7 +183,22 @@ async function main(): Promise<void> {
         (duplicates ? `, ${duplicates} duplicate` : '') +
         (failed ? `; ${failed} pushes failed (HTTP ${statuses.join(', ')})` : ''),
     );
-    console.log('Target: p99 under 50 ms at 100 todos/s');
+    console.log(`pgbench single-row insert, one client (${pg1.command}): ${pg1.latencyMs.toFixed(3)} ms per commit; POST → 201 p50 is ${timesOf(percentile(apiRtt, 50), pg1.latencyMs)} that.`);
+    const met = fromResponse.length === created.length && percentile(fromResponse, 99) < 50;
+    console.log(`Target: p99 under 50 ms at ${RATE} todos/s (201 response → doorbell): ${met ? 'met' : 'NOT met'}`);
+    summarize('doorbell-latency', pgVersion, [
+      {
+        figure: `doorbell, 201 → client (${ENDPOINTS} streams, ${TODOS} todos at ${RATE}/s)`,
+        value: `p50 ${percentile(fromResponse, 50).toFixed(1)} ms, p99 ${percentile(fromResponse, 99).toFixed(1)} ms, ${fromResponse.length}/${created.length} arrived`,
+        target: 'p99 < 50 ms',
+        met,
+      },
+      {
+        figure: 'API push, POST → 201 (event + todo insert)',
+        value: `p50 ${percentile(apiRtt, 50).toFixed(1)} ms, p99 ${percentile(apiRtt, 99).toFixed(1)} ms`,
+        vsPgbench: `p50 ${timesOf(percentile(apiRtt, 50), pg1.latencyMs)} one commit (${pg1.latencyMs.toFixed(3)} ms)`,
+      },
+    ]);
   } finally {
     if (driver && driver.exitCode === null) driver.kill();
     await app?.stop();

@@ -23,7 +23,7 @@ import { migrate } from '../src/db/migrate.ts';
 import { githubHeaders, githubIssueOpened } from '../src/ingest/fixtures.testkit.ts';
 import { createLogger } from '../src/log.ts';
 import { addHuman, createToken } from '../src/store/humans.ts';
-import { pgbenchInsertRate } from './lib.ts';
+import { pctOf, pgbenchInsertRate, summarize } from './lib.ts';
 
 const execFileAsync = promisify(execFile);
 const SELF = fileURLToPath(import.meta.url);
@@ -89,10 +89,6 @@ async function drive(url: string, secret: string, senders: number, seconds: numb
   const total = Object.values(statuses).reduce((a, b) => a + b, 0);
   return { accepted, refused: total - accepted, statuses, seconds: elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
-
-// ---------------------------------------------------------------------------------------------
-
-/** Single-row insert commits/s: `insert into t(v) values (1)`, one transaction each. */
 
 // ---------------------------------------------------------------------------------------------
 
@@ -172,7 +168,16 @@ async function main(): Promise<void> {
     ]);
     if (sent.refused > 0) console.log(`statuses: ${JSON.stringify(sent.statuses)}`);
     console.log(`Ingest: ${(ratio * 100).toFixed(1)}% of pgbench's commit rate.`);
-    console.log("Target: at least 40% of pgbench's commit rate");
+    console.log(`Target: at least 40% of pgbench's commit rate: ${ratio >= 0.4 ? 'met' : 'NOT met'}`);
+    summarize('ingest', pgVersion, [
+      {
+        figure: `webhook ingest, ${SENDERS} senders, signed GitHub deliveries`,
+        value: `${Math.round(rate)}/s, p50 ${sent.p50.toFixed(1)} ms, p99 ${sent.p99.toFixed(1)} ms, ${sent.refused} refused`,
+        vsPgbench: `${pctOf(rate, pg.tps, 1)} of ${Math.round(pg.tps)}/s`,
+        target: '>= 40% of pgbench',
+        met: ratio >= 0.4,
+      },
+    ]);
   } finally {
     await sql.end({ timeout: 5 });
     await cluster.stop();

@@ -5,9 +5,11 @@
  *   - MCP over HTTP from a separate process of SDK Clients (the real agent path);
  *   - MCP over HTTP from a separate process of bare keep-alive node:http clients (the server's
  *     own cost, without the SDK client's).
- * Ratios are against the baseline measured in the same run.
+ * Ratios are against the baseline measured in the same run, and against pgbench's single-row
+ * insert commits on the same cluster. Not part of `npm run bench` (bench/peers.ts drains the
+ * store and MCP beside the peers there); run it alone:
  *
- *   npm run bench -- [--todos 5000] [--workers 8]
+ *   npm run bench:claim -- [--todos 5000] [--workers 8]
  */
 import { execFile } from 'node:child_process';
 import os from 'node:os';
@@ -23,7 +25,7 @@ import { createLogger } from '../src/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { claimNextTodo, completeTodo, type Caller } from '../src/store/todos.ts';
-import { drain, type DrainResult, seedPendingTodos } from './lib.ts';
+import { drain, type DrainResult, pctOf, pgbenchInsertRate, seedPendingTodos } from './lib.ts';
 
 const { values } = parseArgs({ options: { todos: { type: 'string', default: '5000' }, workers: { type: 'string', default: '8' } } });
 const TODOS = Number(values.todos);
@@ -68,6 +70,7 @@ async function main(): Promise<void> {
     const raw = await endpoint('raw');
     const rawRun = await runDriver('raw', `${app.baseUrl}/mcp/${raw.endpoint.slug}`, raw.credential);
     await app.stop();
+    const pg = await pgbenchInsertRate(cluster, WORKERS, 5);
 
     const rate = (r: DrainResult) => r.done / r.seconds;
     const row = (path: string, r: DrainResult) => ({
@@ -77,9 +80,11 @@ async function main(): Promise<void> {
       'p50 ms': Number(r.p50.toFixed(2)),
       'p99 ms': Number(r.p99.toFixed(2)),
       'vs store': `${((rate(r) / rate(storeRun)) * 100).toFixed(1)}%`,
+      'vs pgbench': pctOf(rate(r), pg.tps, 1),
     });
     console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}, ${WORKERS} workers, ${TODOS} todos per path`);
     console.table([row('store, in process (baseline)', storeRun), row('MCP, SDK Client', sdkRun), row('MCP, bare node:http', rawRun)]);
+    console.log(`pgbench single-row insert commits (${pg.command}): ${Math.round(pg.tps)}/s; a todo here is two commits (claim, complete).`);
     console.log('p50/p99 are per todo (claim_next + complete). Target: MCP at least 50% of the baseline.');
   } finally {
     await sql.end({ timeout: 5 });

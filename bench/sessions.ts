@@ -20,6 +20,7 @@ import { createLogger } from '../src/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { insertEventAndTodo } from '../src/store/todos.ts';
+import { summarize } from './lib.ts';
 
 const DRIVER = fileURLToPath(new URL('./sessions-driver.ts', import.meta.url));
 const TSX = fileURLToPath(new URL('../node_modules/tsx/dist/cli.mjs', import.meta.url));
@@ -72,13 +73,13 @@ async function main(): Promise<void> {
       await new Promise((r) => setTimeout(r, 500));
       const { arrivals } = (await ask({ report: true })) as { arrivals: { todo_id: string; at: number }[] };
       const lat = arrivals.filter((a) => sent.has(a.todo_id)).map((a) => a.at - sent.get(a.todo_id)!).sort((a, b) => a - b);
-      return { label, received: `${lat.length}/${RINGS}`, 'p50 ms': +pct(lat, 50).toFixed(2), 'p99 ms': +pct(lat, 99).toFixed(2) };
+      return { label, received: `${lat.length}/${RINGS}`, 'p50 ms': +pct(lat, 50).toFixed(2), 'p99 ms': +pct(lat, 99).toFixed(2), all: lat.length === RINGS };
     };
 
     gc();
     const base = rssMiB();
-    const rows: Record<string, unknown>[] = [];
-    const memory: Record<string, unknown>[] = [];
+    const rows: Awaited<ReturnType<typeof measure>>[] = [];
+    const memory: { sessions: number; 'server RSS MiB': number; 'KiB per session over baseline': number }[] = [];
     let open = 0;
     for (const target of [10, 1000, 5000]) {
       await ask({ open: target - open });
@@ -92,8 +93,30 @@ async function main(): Promise<void> {
     agents.stdin!.end();
     console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}; server RSS before any session ${base.toFixed(1)} MiB`);
     console.table(memory);
-    console.table(rows);
-    console.log(`Doorbells rung at ${RATE}/s, timed from the commit until the frame reached the client (another process). Targets: p99 under 50 ms at 1,000 open streams; under 60 KiB RSS per idle session.`);
+    console.table(rows.map(({ all: _all, ...r }) => r));
+    console.log(`Doorbells rung at ${RATE}/s, timed from the commit until the frame reached the client (another process).`);
+    const at = (n: number) => ({ mem: memory.find((m) => m.sessions === n)!, ring: rows.find((r) => r.label === `${n} open streams`)! });
+    const kib = (n: number) => at(n).mem['KiB per session over baseline'];
+    const p99 = (n: number) => at(n).ring['p99 ms'];
+    const memMet = kib(1000) < 60 && kib(5000) < 60;
+    const ringMet = p99(1000) < 50 && at(1000).ring.all;
+    console.log(
+      `Targets: doorbell p99 under 50 ms at 1,000 open streams: ${ringMet ? 'met' : 'NOT met'} (${p99(1000)} ms); ` +
+        `under 60 KiB RSS per idle session: ${memMet ? 'met' : 'NOT met'} (${kib(1000)} KiB at 1,000, ${kib(5000)} KiB at 5,000).`,
+    );
+    summarize('sessions', pgVersion, [
+      ...[1000, 5000].map((n) => ({
+        figure: `idle sessions: RSS per session at ${n.toLocaleString('en')} open streams`,
+        value: `${kib(n)} KiB (server ${at(n).mem['server RSS MiB']} MiB, ${base.toFixed(1)} MiB empty)`,
+        target: '< 60 KiB',
+        met: kib(n) < 60,
+      })),
+      ...[1000, 5000].map((n) => ({
+        figure: `doorbell at ${n.toLocaleString('en')} open streams (${RINGS} at ${RATE}/s)`,
+        value: `p50 ${at(n).ring['p50 ms']} ms, p99 ${p99(n)} ms, ${at(n).ring.received} arrived`,
+        ...(n === 1000 ? { target: 'p99 < 50 ms', met: ringMet } : {}),
+      })),
+    ]);
   } finally {
     agents?.kill();
     await app.stop();
