@@ -7,7 +7,8 @@
  *   npm run bench            (about 4 minutes on 2 cores)
  *
  * The claim drain runs inside peers (store, MCP over HTTP, pg-boss, graphile-worker at 20,000 jobs
- * each, the SDK client in a smaller side run); bench/mcp-claim.ts stays a standalone script.
+ * each; the SDK client and pg-boss again on a 1,000-job queue); bench/mcp-claim.ts stays a
+ * standalone script.
  */
 import { spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -18,12 +19,12 @@ import { SUMMARY_MARK, type SummaryRow } from './lib.ts';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TSX = `${ROOT}node_modules/tsx/dist/cli.mjs`;
 const SUITE: { name: string; args: string[]; node?: string[] }[] = [
-  { name: 'peers', args: ['bench/peers.ts', '--jobs', '20000', '--workers', '8', '--pings', '200', '--sdk-jobs', '1000', '--pgbench-seconds', '3'] },
-  { name: 'doorbell-latency', args: ['bench/doorbell-latency.ts', '--todos', '1000', '--pgbench-seconds', '2'] },
+  { name: 'peers', args: ['bench/peers.ts', '--jobs', '20000', '--workers', '8', '--pings', '200', '--sdk-jobs', '1000', '--pgbench-seconds', '2'] },
+  { name: 'doorbell-latency', args: ['bench/doorbell-latency.ts', '--todos', '600', '--pgbench-seconds', '2'] },
   { name: 'sessions', args: ['bench/sessions.ts'], node: ['--expose-gc'] },
   { name: 'sweep', args: ['bench/sweep.ts'] },
   { name: 'presence', args: ['bench/presence.ts'] },
-  { name: 'ingest', args: ['bench/ingest.ts', '--seconds', '8', '--pgbench-seconds', '3'] },
+  { name: 'ingest', args: ['bench/ingest.ts', '--seconds', '6', '--pgbench-seconds', '2'] },
 ];
 
 interface Summary {
