@@ -4,7 +4,7 @@
  * bench hands them over as a `##summary` line, see summarize() in lib.ts), and writes the lot to
  * bench/results/<date>.json. Peers need `npm --prefix bench ci`, which `npm run bench` runs first.
  *
- *   npm run bench            (about 4 minutes on 2 cores)
+ *   npm run bench            (about 5 minutes on 2 cores, 2.5 of them pg-boss draining 20,000 jobs)
  *
  * The claim drain runs inside peers (store, MCP over HTTP, pg-boss, graphile-worker at 20,000 jobs
  * each; the SDK client and pg-boss again on a 1,000-job queue); bench/mcp-claim.ts stays a
