@@ -134,6 +134,43 @@ describe('claimTodo / claimNextTodo', () => {
     expect(await claimNextTodo(sql, c, c.queues, 60, clock.now())).toBeNull();
   });
 
+  for (const planMode of ['force_custom_plan', 'force_generic_plan'] as const) {
+    it(`locks only the todo it takes: a claim held open leaves the next one claimable, oldest first (${planMode})`, async () => {
+      const c = await newEndpoint();
+      // A history to walk past and pending work in both queues, interleaved in age.
+      for (let i = 0; i < 30; i++) {
+        const done = await push(c, `old ${i}`, { queue: i % 2 ? 'inbox' : 'reviews' });
+        await sql`update todos set state = 'done', completed_at = now() where id = ${done.todo.id}`;
+      }
+      const pending = [];
+      // The pool holds 5 connections: 3 claimers and a late one.
+      for (let i = 0; i < 3; i++) pending.push((await push(c, `job ${i}`, { queue: i % 2 ? 'inbox' : 'reviews' })).todo.id);
+      const holders = [];
+      const taken: string[] = [];
+      try {
+        // Each claimer keeps its transaction open, as a slow commit would: the next must still find work.
+        for (let i = 0; i < pending.length; i++) {
+          const conn = await sql.reserve();
+          holders.push(conn);
+          await conn`begin`;
+          await conn.unsafe(`set local plan_cache_mode = ${planMode}`);
+          const got = await claimNextTodo(conn as unknown as Sql, c, c.queues, 60, clock.now());
+          expect(got?.id, `claimer ${i}`).toBe(pending[i]);
+          taken.push(got!.id);
+        }
+        const late = await sql.reserve();
+        holders.push(late);
+        expect(await claimNextTodo(late as unknown as Sql, c, c.queues, 60, clock.now())).toBeNull();
+      } finally {
+        for (const h of holders) {
+          await h`commit`.catch(() => {});
+          h.release();
+        }
+      }
+      expect(taken).toEqual(pending);
+    });
+  }
+
   it('only claims from the queues asked for', async () => {
     const c = await newEndpoint();
     await push(c, 'in inbox', { queue: 'inbox' });
