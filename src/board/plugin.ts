@@ -51,7 +51,7 @@ export const BOARD_CSP =
 
 /** Per signed-in human: state-changing requests only. */
 export const BOARD_POST_LIMIT = { rate: 3, burst: 30 };
-/** Per client IP: the public sign-in routes (link confirmation, provider start and callback). */
+/** Per client IP: the public sign-in routes (a link's page and its confirmation, provider start and callback). */
 export const BOARD_SIGN_IN_LIMIT = { rate: 1, burst: 20 };
 const TODOS_PAGE_LIMIT = 100;
 const VEND_REQUEST = /^[A-Za-z0-9_-]{16,64}$/;
@@ -245,7 +245,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     });
 
     // The link's GET only shows a button: a link scanner that fetches it spends nothing.
-    board.get('/login/:token', publicRoute, async (req, reply) => {
+    board.get('/login/:token', signInRoute, async (req, reply) => {
       const { token } = req.params as { token: string };
       reply.header('referrer-policy', 'no-referrer');
       if (!(await loginLinkUsable(sql, token, clock.now()))) return sendPage(reply, 404, loginDeadPage());
