@@ -191,6 +191,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
 }
 
+/**
+ * SECURITY: the board trusts whoever this issuer vouches for, with no `amr`/`acr` check (see
+ * src/board/oidc.ts). A provider that accepts weaker logins than passkeys needs step-up there
+ * before it is configured here.
+ */
 function parseOidc(nonEmpty: (name: string) => string | undefined): OidcSettings | null {
   const issuerRaw = nonEmpty('SWITCHBOARD_OIDC_ISSUER');
   const clientId = nonEmpty('SWITCHBOARD_OIDC_CLIENT_ID');
