@@ -22,14 +22,11 @@ import { parseArgs } from 'node:util';
 import { startApp } from '../src/app.ts';
 import { systemClock } from '../src/clock.ts';
 import { loadConfig } from '../src/config.ts';
-import { startThrowawayCluster } from '../src/db/cluster.ts';
-import { connect } from '../src/db/connect.ts';
-import { migrate } from '../src/db/migrate.ts';
 import { API_WRITE_LIMIT } from '../src/http/api.ts';
 import { createLogger } from '../src/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman, createToken } from '../src/store/humans.ts';
-import { pgbenchInsertRate, summarize, timesOf } from './lib.ts';
+import { pgbenchInsertRate, summarize, timesOf, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -74,137 +71,133 @@ interface Push {
 }
 
 async function main(): Promise<void> {
-  const cluster = await startThrowawayCluster({ prefer: 'system' });
-  const sql = connect(cluster.url, { max: 5 });
-  let app: Awaited<ReturnType<typeof startApp>> | undefined;
-  let driver: ReturnType<typeof spawn> | undefined;
-  try {
-    await migrate(sql);
-    const pgVersion = (await sql`show server_version`)[0]!.server_version as string;
-    const config = loadConfig({ SWITCHBOARD_DATABASE_URL: cluster.url, SWITCHBOARD_LISTEN: '127.0.0.1:0' });
-    app = await startApp({ config, clock: systemClock, log: createLogger('warn', process.stderr), loops: false, mcpLimits: { ip: UNLIMITED, endpoint: UNLIMITED } });
-    const human = await addHuman(sql, { handle: 'bench' });
-    const tokens: string[] = [];
-    for (let i = 0; i < TOKENS; i++) tokens.push((await createToken(sql, { handle: 'bench', name: `bench ${i}` })).token);
-    const endpoints: Awaited<ReturnType<typeof vendEndpoint>>[] = [];
-    for (let i = 0; i < ENDPOINTS; i++) endpoints.push(await vendEndpoint(sql, human.id, { name: `agent-${i}`, queues: ['work'] }, systemClock.now()));
+  await withBenchDatabase(5, async ({ cluster, sql, pgVersion }) => {
+    let app: Awaited<ReturnType<typeof startApp>> | undefined;
+    let driver: ReturnType<typeof spawn> | undefined;
+    try {
+      const config = loadConfig({ SWITCHBOARD_DATABASE_URL: cluster.url, SWITCHBOARD_LISTEN: '127.0.0.1:0' });
+      app = await startApp({ config, clock: systemClock, log: createLogger('warn', process.stderr), loops: false, mcpLimits: { ip: UNLIMITED, endpoint: UNLIMITED } });
+      const human = await addHuman(sql, { handle: 'bench' });
+      const tokens: string[] = [];
+      for (let i = 0; i < TOKENS; i++) tokens.push((await createToken(sql, { handle: 'bench', name: `bench ${i}` })).token);
+      const endpoints: Awaited<ReturnType<typeof vendEndpoint>>[] = [];
+      for (let i = 0; i < ENDPOINTS; i++) endpoints.push(await vendEndpoint(sql, human.id, { name: `agent-${i}`, queues: ['work'] }, systemClock.now()));
 
-    // The agents: one process, one SDK Client per endpoint.
-    driver = spawn(process.execPath, [TSX, DRIVER], { stdio: ['pipe', 'pipe', 'inherit'] });
-    const arrivals = new Map<string, number>();
-    let duplicates = 0;
-    let ready = false;
-    const exited = new Promise<number | null>((resolve) => driver!.on('exit', (code) => resolve(code)));
-    createInterface({ input: driver.stdout! }).on('line', (line) => {
-      const msg = JSON.parse(line) as { ready?: number; todo_id?: string; at?: number };
-      if (msg.ready !== undefined) ready = true;
-      else if (msg.todo_id) {
-        if (arrivals.has(msg.todo_id)) duplicates++;
-        else arrivals.set(msg.todo_id, msg.at!);
-      }
-    });
-    driver.stdin!.write(`${JSON.stringify(endpoints.map((e) => ({ url: `${app!.baseUrl}/mcp/${e.endpoint.slug}`, credential: e.credential })))}\n`);
-    let driverGone = false;
-    void exited.then(() => (driverGone = true));
-    await until(() => ready || driverGone, 'the driver to connect its clients', 30_000);
-    if (!ready) throw new Error('the driver exited before connecting');
-    const streaming = () => app!.sessions.all().filter((s) => s.stream !== null).length;
-    await until(() => streaming() >= ENDPOINTS, `${ENDPOINTS} open streams`, 15_000);
-
-    // The pushes: todo i goes to endpoint i mod E with token i mod T, at start + i/RATE.
-    const pushes: Push[] = new Array(TODOS);
-    const inflight: Promise<void>[] = [];
-    const push = async (i: number): Promise<void> => {
-      const e = endpoints[i % ENDPOINTS]!.endpoint;
-      const sent = now();
-      const res = await fetch(`${app!.baseUrl}/api/v1/endpoints/${e.slug}/todos`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${tokens[i % TOKENS]}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ title: `bench todo ${i}` }),
+      // The agents: one process, one SDK Client per endpoint.
+      driver = spawn(process.execPath, [TSX, DRIVER], { stdio: ['pipe', 'pipe', 'inherit'] });
+      const arrivals = new Map<string, number>();
+      let duplicates = 0;
+      let ready = false;
+      const exited = new Promise<number | null>((resolve) => driver!.on('exit', (code) => resolve(code)));
+      createInterface({ input: driver.stdout! }).on('line', (line) => {
+        const msg = JSON.parse(line) as { ready?: number; todo_id?: string; at?: number };
+        if (msg.ready !== undefined) ready = true;
+        else if (msg.todo_id) {
+          if (arrivals.has(msg.todo_id)) duplicates++;
+          else arrivals.set(msg.todo_id, msg.at!);
+        }
       });
-      const responded = now();
-      const body = (await res.json()) as { id?: string };
-      pushes[i] = { sent, responded, status: res.status, id: res.status === 201 ? body.id : undefined };
-    };
-    const start = performance.now();
-    for (let i = 0; i < TODOS; i++) {
-      const due = start + (i * 1000) / RATE;
-      const wait = due - performance.now();
-      if (wait > 1) await sleep(wait);
-      inflight.push(push(i));
+      driver.stdin!.write(`${JSON.stringify(endpoints.map((e) => ({ url: `${app!.baseUrl}/mcp/${e.endpoint.slug}`, credential: e.credential })))}\n`);
+      let driverGone = false;
+      void exited.then(() => (driverGone = true));
+      await until(() => ready || driverGone, 'the driver to connect its clients', 30_000);
+      if (!ready) throw new Error('the driver exited before connecting');
+      const streaming = () => app!.sessions.all().filter((s) => s.stream !== null).length;
+      await until(() => streaming() >= ENDPOINTS, `${ENDPOINTS} open streams`, 15_000);
+
+      // The pushes: todo i goes to endpoint i mod E with token i mod T, at start + i/RATE.
+      const pushes: Push[] = new Array(TODOS);
+      const inflight: Promise<void>[] = [];
+      const push = async (i: number): Promise<void> => {
+        const e = endpoints[i % ENDPOINTS]!.endpoint;
+        const sent = now();
+        const res = await fetch(`${app!.baseUrl}/api/v1/endpoints/${e.slug}/todos`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${tokens[i % TOKENS]}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ title: `bench todo ${i}` }),
+        });
+        const responded = now();
+        const body = (await res.json()) as { id?: string };
+        pushes[i] = { sent, responded, status: res.status, id: res.status === 201 ? body.id : undefined };
+      };
+      const start = performance.now();
+      for (let i = 0; i < TODOS; i++) {
+        const due = start + (i * 1000) / RATE;
+        const wait = due - performance.now();
+        if (wait > 1) await sleep(wait);
+        inflight.push(push(i));
+      }
+      await Promise.all(inflight);
+      const pushSeconds = (performance.now() - start) / 1000;
+      const created = pushes.filter((p) => p.status === 201 && p.id);
+      const failed = TODOS - created.length;
+      const statuses = [...new Set(pushes.filter((p) => p.status !== 201).map((p) => p.status))];
+      await until(() => created.every((p) => arrivals.has(p.id!)), 'doorbells', GRACE_MS).catch(() => undefined);
+
+      driver.stdin!.end('stop\n');
+      await Promise.race([exited, sleep(5_000)]);
+      await app.stop();
+      app = undefined;
+      const pg1 = await pgbenchInsertRate(cluster, 1, PGBENCH_SECONDS);
+
+      const fromResponse: number[] = [];
+      const fromSend: number[] = [];
+      for (const p of created) {
+        const at = arrivals.get(p.id!);
+        if (at === undefined) continue;
+        fromResponse.push(at - p.responded);
+        fromSend.push(at - p.sent);
+      }
+      fromResponse.sort((a, b) => a - b);
+      fromSend.sort((a, b) => a - b);
+      const apiRtt = created.map((p) => p.responded - p.sent).sort((a, b) => a - b);
+      const ms = (x: number) => Number(x.toFixed(2));
+      const row = (what: string, xs: number[]) => ({
+        measure: what,
+        n: xs.length,
+        'p50 ms': ms(percentile(xs, 50)),
+        'p95 ms': ms(percentile(xs, 95)),
+        'p99 ms': ms(percentile(xs, 99)),
+        'max ms': ms(xs.at(-1) ?? NaN),
+        'min ms': ms(xs[0] ?? NaN),
+      });
+
+      console.log(
+        `cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}, ${ENDPOINTS} endpoints with open streams, ` +
+          `${TODOS} todos at a target ${RATE} todos/s over ${TOKENS} personal tokens`,
+      );
+      console.table([
+        row('201 response → doorbell at client', fromResponse),
+        row('POST sent → doorbell at client', fromSend),
+        row('POST sent → 201 response', apiRtt),
+      ]);
+      console.log(`todos/s achieved: ${(created.length / pushSeconds).toFixed(1)} (${created.length} created in ${pushSeconds.toFixed(2)} s, target ${RATE})`);
+      console.log(
+        `doorbells: ${fromResponse.length} of ${created.length} todos arrived` +
+          (duplicates ? `, ${duplicates} duplicate` : '') +
+          (failed ? `; ${failed} pushes failed (HTTP ${statuses.join(', ')})` : ''),
+      );
+      console.log(`pgbench single-row insert, one client (${pg1.command}): ${pg1.latencyMs.toFixed(3)} ms per commit; POST → 201 p50 is ${timesOf(percentile(apiRtt, 50), pg1.latencyMs)} that.`);
+      const met = fromResponse.length === created.length && percentile(fromResponse, 99) < 50;
+      console.log(`Target: p99 under 50 ms at ${RATE} todos/s (201 response → doorbell): ${met ? 'met' : 'NOT met'}`);
+      summarize('doorbell-latency', pgVersion, [
+        {
+          figure: `doorbell, 201 → client (${ENDPOINTS} streams, ${TODOS} todos at ${RATE}/s)`,
+          value: `p50 ${percentile(fromResponse, 50).toFixed(1)} ms, p99 ${percentile(fromResponse, 99).toFixed(1)} ms, ${fromResponse.length}/${created.length} arrived`,
+          target: 'p99 < 50 ms',
+          met,
+        },
+        {
+          figure: 'API push, POST → 201 (event + todo insert)',
+          value: `p50 ${percentile(apiRtt, 50).toFixed(1)} ms, p99 ${percentile(apiRtt, 99).toFixed(1)} ms`,
+          vsPgbench: `p50 ${timesOf(percentile(apiRtt, 50), pg1.latencyMs)} one commit (${pg1.latencyMs.toFixed(3)} ms)`,
+        },
+      ]);
+    } finally {
+      if (driver && driver.exitCode === null) driver.kill();
+      await app?.stop();
     }
-    await Promise.all(inflight);
-    const pushSeconds = (performance.now() - start) / 1000;
-    const created = pushes.filter((p) => p.status === 201 && p.id);
-    const failed = TODOS - created.length;
-    const statuses = [...new Set(pushes.filter((p) => p.status !== 201).map((p) => p.status))];
-    await until(() => created.every((p) => arrivals.has(p.id!)), 'doorbells', GRACE_MS).catch(() => undefined);
-
-    driver.stdin!.end('stop\n');
-    await Promise.race([exited, sleep(5_000)]);
-    await app.stop();
-    app = undefined;
-    const pg1 = await pgbenchInsertRate(cluster, 1, PGBENCH_SECONDS);
-
-    const fromResponse: number[] = [];
-    const fromSend: number[] = [];
-    for (const p of created) {
-      const at = arrivals.get(p.id!);
-      if (at === undefined) continue;
-      fromResponse.push(at - p.responded);
-      fromSend.push(at - p.sent);
-    }
-    fromResponse.sort((a, b) => a - b);
-    fromSend.sort((a, b) => a - b);
-    const apiRtt = created.map((p) => p.responded - p.sent).sort((a, b) => a - b);
-    const ms = (x: number) => Number(x.toFixed(2));
-    const row = (what: string, xs: number[]) => ({
-      measure: what,
-      n: xs.length,
-      'p50 ms': ms(percentile(xs, 50)),
-      'p95 ms': ms(percentile(xs, 95)),
-      'p99 ms': ms(percentile(xs, 99)),
-      'max ms': ms(xs.at(-1) ?? NaN),
-      'min ms': ms(xs[0] ?? NaN),
-    });
-
-    console.log(
-      `cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}, ${ENDPOINTS} endpoints with open streams, ` +
-        `${TODOS} todos at a target ${RATE} todos/s over ${TOKENS} personal tokens`,
-    );
-    console.table([
-      row('201 response → doorbell at client', fromResponse),
-      row('POST sent → doorbell at client', fromSend),
-      row('POST sent → 201 response', apiRtt),
-    ]);
-    console.log(`todos/s achieved: ${(created.length / pushSeconds).toFixed(1)} (${created.length} created in ${pushSeconds.toFixed(2)} s, target ${RATE})`);
-    console.log(
-      `doorbells: ${fromResponse.length} of ${created.length} todos arrived` +
-        (duplicates ? `, ${duplicates} duplicate` : '') +
-        (failed ? `; ${failed} pushes failed (HTTP ${statuses.join(', ')})` : ''),
-    );
-    console.log(`pgbench single-row insert, one client (${pg1.command}): ${pg1.latencyMs.toFixed(3)} ms per commit; POST → 201 p50 is ${timesOf(percentile(apiRtt, 50), pg1.latencyMs)} that.`);
-    const met = fromResponse.length === created.length && percentile(fromResponse, 99) < 50;
-    console.log(`Target: p99 under 50 ms at ${RATE} todos/s (201 response → doorbell): ${met ? 'met' : 'NOT met'}`);
-    summarize('doorbell-latency', pgVersion, [
-      {
-        figure: `doorbell, 201 → client (${ENDPOINTS} streams, ${TODOS} todos at ${RATE}/s)`,
-        value: `p50 ${percentile(fromResponse, 50).toFixed(1)} ms, p99 ${percentile(fromResponse, 99).toFixed(1)} ms, ${fromResponse.length}/${created.length} arrived`,
-        target: 'p99 < 50 ms',
-        met,
-      },
-      {
-        figure: 'API push, POST → 201 (event + todo insert)',
-        value: `p50 ${percentile(apiRtt, 50).toFixed(1)} ms, p99 ${percentile(apiRtt, 99).toFixed(1)} ms`,
-        vsPgbench: `p50 ${timesOf(percentile(apiRtt, 50), pg1.latencyMs)} one commit (${pg1.latencyMs.toFixed(3)} ms)`,
-      },
-    ]);
-  } finally {
-    if (driver && driver.exitCode === null) driver.kill();
-    await app?.stop();
-    await sql.end({ timeout: 5 });
-    await cluster.stop();
-  }
+  });
 }
 
 await main();

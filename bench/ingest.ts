@@ -17,13 +17,10 @@ import { parseArgs, promisify } from 'node:util';
 import { startApp } from '../src/app.ts';
 import { systemClock } from '../src/clock.ts';
 import { loadConfig } from '../src/config.ts';
-import { startThrowawayCluster } from '../src/db/cluster.ts';
-import { connect } from '../src/db/connect.ts';
-import { migrate } from '../src/db/migrate.ts';
 import { githubHeaders, githubIssueOpened } from '../src/ingest/fixtures.testkit.ts';
 import { createLogger } from '../src/log.ts';
 import { addHuman, createToken } from '../src/store/humans.ts';
-import { pctOf, pgbenchInsertRate, summarize } from './lib.ts';
+import { pctOf, pgbenchInsertRate, summarize, withBenchDatabase } from './lib.ts';
 
 const execFileAsync = promisify(execFile);
 const SELF = fileURLToPath(import.meta.url);
@@ -104,11 +101,7 @@ async function main(): Promise<void> {
   const SENDERS = Number(values.senders);
   const PGBENCH_SECONDS = Number(values['pgbench-seconds']);
 
-  const cluster = await startThrowawayCluster({ prefer: 'system' });
-  const sql = connect(cluster.url, { max: 2 });
-  try {
-    await migrate(sql);
-    const pgVersion = (await sql`show server_version`)[0]!.server_version as string;
+  await withBenchDatabase(2, async ({ cluster, sql, pgVersion }) => {
     const config = loadConfig({
       SWITCHBOARD_DATABASE_URL: cluster.url,
       SWITCHBOARD_LISTEN: '127.0.0.1:0',
@@ -178,10 +171,7 @@ async function main(): Promise<void> {
         met: ratio >= 0.4,
       },
     ]);
-  } finally {
-    await sql.end({ timeout: 5 });
-    await cluster.stop();
-  }
+  });
 }
 
 if (process.argv[2] === '--driver') {

@@ -4,11 +4,33 @@ import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { RunningCluster } from '../src/db/cluster.ts';
+import { startThrowawayCluster, type RunningCluster } from '../src/db/cluster.ts';
 import postgres from 'postgres';
 import { connect, type Sql } from '../src/db/connect.ts';
+import { migrate } from '../src/db/migrate.ts';
 
 const execFileAsync = promisify(execFile);
+
+/** What every bench starts from: a throwaway cluster, migrated, a pool on it and its version. */
+export interface BenchDatabase {
+  cluster: RunningCluster;
+  sql: Sql;
+  pgVersion: string;
+}
+
+/** Runs a bench on its own throwaway PostgreSQL (system binaries when present) and stops it after. */
+export async function withBenchDatabase(maxConnections: number, run: (db: BenchDatabase) => Promise<void>): Promise<void> {
+  const cluster = await startThrowawayCluster({ prefer: 'system' });
+  const sql = connect(cluster.url, { max: maxConnections });
+  try {
+    await migrate(sql);
+    const pgVersion = (await sql`show server_version`)[0]!.server_version as string;
+    await run({ cluster, sql, pgVersion });
+  } finally {
+    await sql.end({ timeout: 5 });
+    await cluster.stop();
+  }
+}
 
 export interface DrainResult {
   done: number;

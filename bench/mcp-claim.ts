@@ -18,14 +18,11 @@ import { parseArgs, promisify } from 'node:util';
 import { startApp } from '../src/app.ts';
 import { systemClock } from '../src/clock.ts';
 import { loadConfig } from '../src/config.ts';
-import { startThrowawayCluster } from '../src/db/cluster.ts';
-import { connect } from '../src/db/connect.ts';
-import { migrate } from '../src/db/migrate.ts';
 import { createLogger } from '../src/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { claimNextTodo, completeTodo, type Caller } from '../src/store/todos.ts';
-import { drain, type DrainResult, pctOf, pgbenchInsertRate, seedPendingTodos } from './lib.ts';
+import { drain, type DrainResult, pctOf, pgbenchInsertRate, seedPendingTodos, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({ options: { todos: { type: 'string', default: '5000' }, workers: { type: 'string', default: '8' } } });
 const TODOS = Number(values.todos);
@@ -43,11 +40,7 @@ async function runDriver(mode: 'sdk' | 'raw', url: string, credential: string): 
 }
 
 async function main(): Promise<void> {
-  const cluster = await startThrowawayCluster({ prefer: 'system' });
-  const sql = connect(cluster.url, { max: 20 });
-  try {
-    await migrate(sql);
-    const pgVersion = (await sql`show server_version`)[0]!.server_version as string;
+  await withBenchDatabase(20, async ({ cluster, sql, pgVersion }) => {
     const config = loadConfig({ SWITCHBOARD_DATABASE_URL: cluster.url, SWITCHBOARD_LISTEN: '127.0.0.1:0' });
     const app = await startApp({ config, clock: systemClock, log: createLogger('warn', process.stderr), loops: false, mcpLimits: { ip: UNLIMITED, endpoint: UNLIMITED } });
     const human = await addHuman(sql, { handle: 'bench' });
@@ -86,10 +79,7 @@ async function main(): Promise<void> {
     console.table([row('store, in process (baseline)', storeRun), row('MCP, SDK Client', sdkRun), row('MCP, bare node:http', rawRun)]);
     console.log(`pgbench single-row insert commits (${pg.command}): ${Math.round(pg.tps)}/s; a todo here is two commits (claim, complete).`);
     console.log('p50/p99 are per todo (claim_next + complete). Target: MCP at least 50% of the baseline.');
-  } finally {
-    await sql.end({ timeout: 5 });
-    await cluster.stop();
-  }
+  });
 }
 
 await main();

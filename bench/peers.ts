@@ -23,15 +23,13 @@ import PgBoss from 'pg-boss';
 import { startApp } from '../src/app.ts';
 import { systemClock } from '../src/clock.ts';
 import { loadConfig } from '../src/config.ts';
-import { startThrowawayCluster } from '../src/db/cluster.ts';
 import { connect } from '../src/db/connect.ts';
-import { migrate } from '../src/db/migrate.ts';
 import { createLogger } from '../src/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { claimNextTodo, completeTodo, insertEventAndTodo, type Caller } from '../src/store/todos.ts';
 import { connectAgent } from '../test/support/agents.ts';
-import { drain, pctOf, pgbenchInsertRate, type DrainResult, seedPendingTodos, summarize, timesOf } from './lib.ts';
+import { drain, type DrainResult, pctOf, pgbenchInsertRate, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -151,11 +149,7 @@ async function graphileAddToStart(url: string): Promise<number[]> {
 }
 
 async function main(): Promise<void> {
-  const cluster = await startThrowawayCluster({ prefer: 'system' });
-  const sql = connect(cluster.url, { max: 20 });
-  try {
-    await migrate(sql);
-    const pgVersion = (await sql`show server_version`)[0]!.server_version as string;
+  await withBenchDatabase(20, async ({ cluster, sql, pgVersion }) => {
     const app = await startApp({
       config: loadConfig({ SWITCHBOARD_DATABASE_URL: cluster.url, SWITCHBOARD_LISTEN: '127.0.0.1:0' }),
       clock: systemClock,
@@ -293,10 +287,7 @@ async function main(): Promise<void> {
       { figure: 'add-to-start, graphile-worker', value: `p50 ${pct(graphileWake, 50).toFixed(1)} ms, p99 ${pct(graphileWake, 99).toFixed(1)} ms`, vsPgbench: `p50 ${timesOf(pct(graphileWake, 50), pg1.latencyMs)} one commit` },
       { figure: 'pgbench single-row insert commits', value: `${Math.round(pg.tps)}/s at ${WORKERS} clients; ${pg1.latencyMs.toFixed(3)} ms each at 1` },
     ]);
-  } finally {
-    await sql.end({ timeout: 5 });
-    await cluster.stop();
-  }
+  });
 }
 
 await main();

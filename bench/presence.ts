@@ -9,16 +9,13 @@
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { ManualClock } from '../src/clock.ts';
-import { startThrowawayCluster } from '../src/db/cluster.ts';
-import { connect } from '../src/db/connect.ts';
-import { migrate } from '../src/db/migrate.ts';
 import { PresenceService, inputsOf } from '../src/doorbell/presence.ts';
 import { createLogger } from '../src/log.ts';
 import { SessionRegistry } from '../src/mcp/sessions.ts';
 import { effective, parseShift } from '../src/presence/index.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { presenceWatchlistUnscoped } from '../src/store/presence.ts';
-import { pgbenchInsertRate, summarize } from './lib.ts';
+import { pgbenchInsertRate, summarize, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({ options: { endpoints: { type: 'string', default: '10000' }, 'pgbench-seconds': { type: 'string', default: '3' } } });
 const N = Number(values.endpoints);
@@ -31,11 +28,7 @@ const ZONES = [
 const SHAPES = ['Mon-Fri 09:00-17:00', 'Mon-Fri 09:00-12:00; Mon-Fri 13:00-17:00', 'Sun-Thu 22:00-02:00', 'Sat,Sun 10:00-14:00'];
 
 async function main(): Promise<void> {
-  const cluster = await startThrowawayCluster({ prefer: 'system' });
-  const sql = connect(cluster.url, { max: 10 });
-  try {
-    await migrate(sql);
-    const pgVersion = (await sql`show server_version`)[0]!.server_version as string;
+  await withBenchDatabase(10, async ({ cluster, sql, pgVersion }) => {
     const human = await addHuman(sql, { handle: 'bench' });
     const [agent] = await sql`insert into agents (owner_human_id, name) values (${human.id}, 'bench') returning id`;
     const shifts = Array.from({ length: N }, (_, i) => parseShift(`TZ=${ZONES[i % ZONES.length]} ${SHAPES[Math.floor(i / ZONES.length) % SHAPES.length]}`).canonical);
@@ -92,10 +85,7 @@ async function main(): Promise<void> {
         met: busyMs < 1000,
       },
     ]);
-  } finally {
-    await sql.end({ timeout: 5 });
-    await cluster.stop();
-  }
+  });
 }
 
 await main();

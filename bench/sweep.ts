@@ -11,15 +11,12 @@
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { ManualClock } from '../src/clock.ts';
-import { startThrowawayCluster } from '../src/db/cluster.ts';
-import { connect } from '../src/db/connect.ts';
-import { migrate } from '../src/db/migrate.ts';
 import { PresenceService } from '../src/doorbell/presence.ts';
 import { createLogger } from '../src/log.ts';
 import { SessionRegistry } from '../src/mcp/sessions.ts';
 import { chargeDueRingsUnscoped } from '../src/store/doorbells.ts';
 import { addHuman } from '../src/store/humans.ts';
-import { capturingPool, explainAnalyze, pgbenchInsertRate, printPlan, summarize } from './lib.ts';
+import { capturingPool, explainAnalyze, pgbenchInsertRate, printPlan, summarize, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: { todos: { type: 'string', default: '200000' }, endpoints: { type: 'string', default: '10000' }, 'pgbench-seconds': { type: 'string', default: '3' } },
@@ -28,11 +25,7 @@ const TODOS = Number(values.todos);
 const ENDPOINTS = Number(values.endpoints);
 
 async function main(): Promise<void> {
-  const cluster = await startThrowawayCluster({ prefer: 'system' });
-  const sql = connect(cluster.url, { max: 4 });
-  try {
-    await migrate(sql);
-    const pgVersion = (await sql`show server_version`)[0]!.server_version as string;
+  await withBenchDatabase(4, async ({ cluster, sql, pgVersion }) => {
     const human = await addHuman(sql, { handle: 'bench' });
     const [agent] = await sql`insert into agents (owner_human_id, name) values (${human.id}, 'bench') returning id`;
     const t0 = performance.now();
@@ -110,10 +103,7 @@ async function main(): Promise<void> {
     }
     await sweepPool.sql.end({ timeout: 5 });
     await passPool.sql.end({ timeout: 5 });
-  } finally {
-    await sql.end({ timeout: 5 });
-    await cluster.stop();
-  }
+  });
 }
 
 await main();
