@@ -15,10 +15,10 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { startApp } from '../src/app.ts';
-import { systemClock } from '../src/clock.ts';
+import { systemClock } from '../src/lib/clock.ts';
 import { loadConfig } from '../src/config.ts';
-import { githubHeaders, githubIssueOpened } from '../src/ingest/fixtures.testkit.ts';
-import { createLogger } from '../src/log.ts';
+import { githubHeaders, githubIssueOpened } from '../src/domain/ingest/fixtures.testkit.ts';
+import { createLogger } from '../src/lib/log.ts';
 import { addHuman, createToken } from '../src/store/humans.ts';
 import { pctOf, pgbenchInsertRate, summarize, withBenchDatabase } from './lib.ts';
 

@@ -8,11 +8,11 @@
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { ManualClock } from '../src/clock.ts';
-import { PresenceService, inputsOf } from '../src/doorbell/presence.ts';
-import { createLogger } from '../src/log.ts';
-import { SessionRegistry } from '../src/mcp/sessions.ts';
-import { effective, parseShift } from '../src/presence/index.ts';
+import { ManualClock } from '../src/lib/clock.ts';
+import { PresenceService, inputsOf } from '../src/services/presence.ts';
+import { createLogger } from '../src/lib/log.ts';
+import { SessionRegistry } from '../src/sessions/registry.ts';
+import { effective, parseShift } from '../src/domain/presence/index.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { presenceWatchlistUnscoped } from '../src/store/presence.ts';
 import { pgbenchInsertRate, summarize, withBenchDatabase } from './lib.ts';

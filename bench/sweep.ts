@@ -10,10 +10,10 @@
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { ManualClock } from '../src/clock.ts';
-import { PresenceService } from '../src/doorbell/presence.ts';
-import { createLogger } from '../src/log.ts';
-import { SessionRegistry } from '../src/mcp/sessions.ts';
+import { ManualClock } from '../src/lib/clock.ts';
+import { PresenceService } from '../src/services/presence.ts';
+import { createLogger } from '../src/lib/log.ts';
+import { SessionRegistry } from '../src/sessions/registry.ts';
 import { chargeDueRingsUnscoped } from '../src/store/doorbells.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { capturingPool, explainAnalyze, pgbenchInsertRate, printPlan, summarize, withBenchDatabase } from './lib.ts';

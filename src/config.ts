@@ -1,7 +1,7 @@
 import { homedir } from 'node:os';
 import type { BlockList } from 'node:net';
-import { decodeKey } from './crypto-box.ts';
-import { parseAllowList } from './hooks/ssrf.ts';
+import { decodeKey } from './lib/crypto-box.ts';
+import { parseAllowList } from './lib/ssrf.ts';
 import { join } from 'node:path';
 
 /** Board sign-in through an OpenID Connect provider (SWITCHBOARD_OIDC_*). */

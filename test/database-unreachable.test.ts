@@ -1,7 +1,7 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../src/app.ts';
-import { ManualClock } from '../src/clock.ts';
+import { ManualClock } from '../src/lib/clock.ts';
 import { consumeLoginLink, createLoginLink } from '../src/store/web-sessions.ts';
 import { connectAgent, type Agent } from './support/agents.ts';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from './support/app.ts';

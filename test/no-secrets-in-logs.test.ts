@@ -1,9 +1,9 @@
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApp, type App } from '../src/app.ts';
-import { ManualClock } from '../src/clock.ts';
+import { ManualClock } from '../src/lib/clock.ts';
 import { loadConfig } from '../src/config.ts';
-import { createLogger } from '../src/log.ts';
+import { createLogger } from '../src/lib/log.ts';
 import { apiCaller, humanWithToken, migratedDatabase } from './support/app.ts';
 
 let db: Awaited<ReturnType<typeof migratedDatabase>>;

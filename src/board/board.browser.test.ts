@@ -10,7 +10,7 @@ import { startOidcProvider, type TestOidcProvider } from '../../test/support/oid
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
 import type { App } from '../app.ts';
 import { main } from '../cli/main.ts';
-import { ManualClock } from '../clock.ts';
+import { ManualClock } from '../lib/clock.ts';
 
 /**
  * The board as a person uses it, in a real browser: Debian's Chromium, headless, driven by

@@ -4,7 +4,7 @@ import { connectAgent, until, type Vended } from '../../test/support/agents.ts';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
 import type { App } from '../app.ts';
 import { main } from '../cli/main.ts';
-import { ManualClock } from '../clock.ts';
+import { ManualClock } from '../lib/clock.ts';
 import { createLoginLink, LOGIN_LINK_TTL_MS } from '../store/web-sessions.ts';
 import { HTMX_ASSET, card, type CardData } from './pages.ts';
 import { BOARD_CSP } from './plugin.ts';

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { constantTimeEqual } from '../secrets.ts';
+import { constantTimeEqual } from '../lib/secrets.ts';
 
 /**
  * The per-session synchronizer token: HMAC-SHA256 keyed by the session token over a fixed label,

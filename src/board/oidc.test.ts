@@ -3,9 +3,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { migratedDatabase, startTestApp } from '../../test/support/app.ts';
 import { startOidcProvider, type TestOidcProvider } from '../../test/support/oidc-provider.ts';
 import type { App } from '../app.ts';
-import { ManualClock } from '../clock.ts';
+import { ManualClock } from '../lib/clock.ts';
 import { loadConfig, ConfigError } from '../config.ts';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../lib/log.ts';
 import { addHuman } from '../store/humans.ts';
 import { BOARD_SIGN_IN_LIMIT } from './plugin.ts';
 

@@ -1,6 +1,6 @@
 import * as client from 'openid-client';
 import { issuerAllowsHttp, type OidcSettings } from '../config.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../lib/log.ts';
 import type { OidcIdentityInput as OidcIdentity } from '../store/humans.ts';
 
 /**

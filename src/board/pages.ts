@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import type { EffectivePresence } from '../presence/index.ts';
-import { GRANTABLE_VERBS, DEFAULT_VERBS } from '../scope.ts';
+import type { EffectivePresence } from '../domain/presence/index.ts';
+import { GRANTABLE_VERBS, DEFAULT_VERBS } from '../domain/scope.ts';
 import type { HumanTodoRow } from '../store/board.ts';
 import type { Endpoint } from '../store/endpoints.ts';
 import type { EventSummary } from '../store/webhooks.ts';
 import { rfc3339 } from '../store/time.ts';
 import type { TodoRow, TodoState } from '../store/todos.ts';
 import { TODO_STATES } from '../store/todos.ts';
-import { VERSION } from '../version.ts';
+import { VERSION } from '../lib/version.ts';
 import type { BoardSession } from './auth.ts';
 import { Html, html, path, withQuery, type Part } from './html.ts';
 

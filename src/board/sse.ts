@@ -1,10 +1,10 @@
 import type { ServerResponse } from 'node:http';
-import type { Clock } from '../clock.ts';
+import type { Clock } from '../lib/clock.ts';
 import type { Sql } from '../db/connect.ts';
-import { inputsOf } from '../doorbell/presence.ts';
-import { verdictOf } from '../doorbell/selftest.ts';
-import type { Logger } from '../log.ts';
-import { effective } from '../presence/index.ts';
+import { inputsOf } from '../services/presence.ts';
+import { verdictOf } from '../services/doorbell/self-tests.ts';
+import type { Logger } from '../lib/log.ts';
+import { effective } from '../domain/presence/index.ts';
 import { latestSelfTests, todoChangesSince } from '../store/board.ts';
 import { listOwnEndpoints } from '../store/endpoints.ts';
 import { rfc3339 } from '../store/time.ts';

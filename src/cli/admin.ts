@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
-import { systemClock } from '../clock.ts';
+import { systemClock } from '../lib/clock.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import type { Sql } from '../db/connect.ts';
 import { migrate } from '../db/migrate.ts';
 import { openDatabase } from '../db/open.ts';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../lib/log.ts';
 import { addHuman, createToken, listHumans, listTokens, revokeToken } from '../store/humans.ts';
 import { rfc3339 } from '../store/time.ts';
 import { createLoginLink } from '../store/web-sessions.ts';

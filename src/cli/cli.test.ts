@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../app.ts';
 import { migratedDatabase, startTestApp } from '../../test/support/app.ts';
-import { VERSION } from '../version.ts';
+import { VERSION } from '../lib/version.ts';
 import { main } from './main.ts';
 
 let db: Awaited<ReturnType<typeof migratedDatabase>>;

@@ -1,4 +1,4 @@
-import { VERSION } from '../version.ts';
+import { VERSION } from '../lib/version.ts';
 import type { Credentials } from './credentials.ts';
 import { CliError } from './output.ts';
 

@@ -1,6 +1,6 @@
 import { Command, CommanderError } from 'commander';
-import { isSwitchboardError } from '../errors.ts';
-import { VERSION } from '../version.ts';
+import { isSwitchboardError } from '../domain/errors.ts';
+import { VERSION } from '../lib/version.ts';
 import { registerAdminCommands } from './admin.ts';
 import type { CliContext } from './context.ts';
 import { registerDoctorCommand } from './doctor.ts';

@@ -3,7 +3,7 @@ import { startApp } from '../app.ts';
 import { ConfigError, loadConfig, type Config } from '../config.ts';
 import { migrate } from '../db/migrate.ts';
 import { openDatabase } from '../db/open.ts';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../lib/log.ts';
 import type { CliContext } from './context.ts';
 import { CliError } from './output.ts';
 

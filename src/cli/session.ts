@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { VERSION } from '../version.ts';
+import { VERSION } from '../lib/version.ts';
 import { ApiClient } from './client.ts';
 import type { CliContext } from './context.ts';
 import { removeCredentials, saveCredentials } from './credentials.ts';

@@ -1,5 +1,5 @@
 import type { Config } from '../config.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../lib/log.ts';
 import { findRunningEmbeddedCluster, startEmbeddedCluster } from './cluster.ts';
 import { connect, redactUrl, type Sql } from './connect.ts';
 

@@ -3,8 +3,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
 import type { App } from '../app.ts';
-import type { ManualClock } from '../clock.ts';
-import { retryBackoffSeconds } from '../lifecycle.ts';
+import type { ManualClock } from '../lib/clock.ts';
+import { retryBackoffSeconds } from '../domain/lifecycle.ts';
 
 /** The agent verbs end to end: the MCP SDK's own Client over real HTTP against the real server. */
 

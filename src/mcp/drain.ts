@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { forbidden, notFound } from '../errors.ts';
-import { LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, leaseSeconds } from '../lifecycle.ts';
+import { forbidden, notFound } from '../domain/errors.ts';
+import { LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, leaseSeconds } from '../domain/lifecycle.ts';
 import { rfc3339 } from '../store/time.ts';
 import {
   TODO_STATES,

@@ -1,11 +1,11 @@
-import { SwitchboardError } from '../errors.ts';
+import { SwitchboardError } from '../domain/errors.ts';
 import { webhookTools } from './webhook-verbs.ts';
 import { hookTools } from './hook-verbs.ts';
-import { VERSION } from '../version.ts';
+import { VERSION } from '../lib/version.ts';
 import { drainTools } from './drain.ts';
 import { doorbellSelfTools, presenceTools } from './self-verbs.ts';
 import { INVALID_PARAMS, METHOD_NOT_FOUND, rpcError, rpcResult, type JsonRpcRequest, type JsonRpcResponse } from './jsonrpc.ts';
-import type { Session } from './sessions.ts';
+import type { Session } from '../sessions/registry.ts';
 import { callTool, describeTool, toolError, type AgentServices, type Tool } from './tools.ts';
 
 /** Newest first. Never a version without channels (the 2026 stateless era drops them). */

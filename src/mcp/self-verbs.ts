@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { SwitchboardError, notFound } from '../errors.ts';
-import { parseClockInDuration, planClockIn, planClockOut } from '../presence/index.ts';
+import { SwitchboardError, notFound } from '../domain/errors.ts';
+import { parseClockInDuration, planClockIn, planClockOut } from '../domain/presence/index.ts';
 import { ackRing } from '../store/rings.ts';
 import { defineTool, type Tool, type ToolContext } from './tools.ts';
 

@@ -1,15 +1,15 @@
 import { z } from 'zod';
-import type { Clock } from '../clock.ts';
+import type { Clock } from '../lib/clock.ts';
 import type { Sql } from '../db/connect.ts';
-import { SwitchboardError, databaseUnavailable, isSwitchboardError, unstorableInput } from '../errors.ts';
-import type { DoorbellAcks } from '../doorbell/acks.ts';
-import type { PresenceService } from '../doorbell/presence.ts';
-import type { SelfTests } from '../doorbell/selftest.ts';
-import type { Webhooks } from '../ingest/webhooks.ts';
-import type { NotifyHooks } from '../hooks/notify-hooks.ts';
-import type { Logger } from '../log.ts';
-import { parseInput } from '../validate.ts';
-import type { Session } from './sessions.ts';
+import { SwitchboardError, databaseUnavailable, isSwitchboardError, unstorableInput } from '../domain/errors.ts';
+import type { DoorbellAcks } from '../services/doorbell/acks.ts';
+import type { PresenceService } from '../services/presence.ts';
+import type { SelfTests } from '../services/doorbell/self-tests.ts';
+import type { Webhooks } from '../services/webhooks.ts';
+import type { NotifyHooks } from '../services/notify-hooks.ts';
+import type { Logger } from '../lib/log.ts';
+import { parseInput } from '../domain/validate.ts';
+import type { Session } from '../sessions/registry.ts';
 
 /** What the agent verbs may use: the one bag of services the MCP layer hands down. */
 export interface AgentServices {

@@ -4,10 +4,10 @@ import http, { type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
-import { ManualClock } from '../clock.ts';
+import { ManualClock } from '../lib/clock.ts';
 import type { Sql } from '../db/connect.ts';
 import { revokeOwnEndpoint } from '../store/endpoints.ts';
-import { SessionRegistry, type Session } from './sessions.ts';
+import { SessionRegistry, type Session } from '../sessions/registry.ts';
 
 // Conformance of the MCP Streamable HTTP transport at /mcp/{slug}, in raw HTTP (fetch, and node:http
 // where an SSE stream must stay open) against the real server and a real database of this file's own.

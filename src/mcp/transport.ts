@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { DATABASE_RETRY_AFTER_S, databaseUnavailable, unstorableInput } from '../errors.ts';
-import { RateLimiter, type BucketPolicy } from '../http/rate-limit.ts';
+import { DATABASE_RETRY_AFTER_S, databaseUnavailable, unstorableInput } from '../domain/errors.ts';
+import { RateLimiter, type BucketPolicy } from '../web/rate-limit.ts';
 import {
   INTERNAL_ERROR,
   INVALID_REQUEST,
@@ -12,15 +12,15 @@ import {
   rpcResult,
   type JsonRpcResponse,
 } from './jsonrpc.ts';
-import { neutralizeText } from './neutralize.ts';
+import { neutralizeText } from '../domain/neutralize.ts';
 import {
   handleSessionRequest,
   initializeResult,
   isSupportedProtocolVersion,
   negotiateProtocolVersion,
 } from './protocol.ts';
-import type { EndpointCredentials } from './credentials.ts';
-import type { Session, SessionEndpoint, SessionRegistry } from './sessions.ts';
+import type { EndpointCredentials } from '../services/endpoint-credentials.ts';
+import type { Session, SessionEndpoint, SessionRegistry } from '../sessions/registry.ts';
 import type { AgentServices } from './tools.ts';
 
 export const MCP_BODY_LIMIT = 1024 * 1024;

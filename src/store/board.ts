@@ -1,5 +1,5 @@
 import type { Sql } from '../db/connect.ts';
-import { RESERVED_QUEUE } from '../scope.ts';
+import { RESERVED_QUEUE } from '../domain/scope.ts';
 import type { SelfTestRow } from './selftests.ts';
 import type { TodoRow, TodoState } from './todos.ts';
 

@@ -1,5 +1,5 @@
 import type { Sql, TxSql } from '../db/connect.ts';
-import { RESERVED_QUEUE } from '../scope.ts';
+import { RESERVED_QUEUE } from '../domain/scope.ts';
 import type { TodoRow } from './todos.ts';
 
 /**

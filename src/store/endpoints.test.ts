@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../test/support/app.ts';
-import { ManualClock } from '../clock.ts';
+import { ManualClock } from '../lib/clock.ts';
 import type { Sql } from '../db/connect.ts';
-import { DEFAULT_VERBS } from '../scope.ts';
-import { hashSecret } from '../secrets.ts';
+import { DEFAULT_VERBS } from '../domain/scope.ts';
+import { hashSecret } from '../lib/secrets.ts';
 import { authenticateEndpointCredentialUnscoped, makeSlug, resolveOwnEndpoint, revokeOwnEndpoint, vendEndpoint } from './endpoints.ts';
 import { addHuman } from './humans.ts';
 

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Sql, TxSql } from '../db/connect.ts';
-import { conflict, invalidArgument, notFound } from '../errors.ts';
-import { normalizeQueues, normalizeVerbs } from '../scope.ts';
-import { ENDPOINT_CREDENTIAL_PREFIX, hashSecret, mintSecret } from '../secrets.ts';
+import { conflict, invalidArgument, notFound } from '../domain/errors.ts';
+import { normalizeQueues, normalizeVerbs } from '../domain/scope.ts';
+import { ENDPOINT_CREDENTIAL_PREFIX, hashSecret, mintSecret } from '../lib/secrets.ts';
 
 export interface Endpoint {
   id: string;

@@ -1,5 +1,5 @@
 import type { Sql } from '../db/connect.ts';
-import { SwitchboardError, notFound } from '../errors.ts';
+import { SwitchboardError, notFound } from '../domain/errors.ts';
 
 export interface HookRow {
   id: string;

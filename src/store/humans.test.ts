@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../test/support/app.ts';
-import { ManualClock } from '../clock.ts';
+import { ManualClock } from '../lib/clock.ts';
 import type { Sql } from '../db/connect.ts';
-import { hashSecret } from '../secrets.ts';
+import { hashSecret } from '../lib/secrets.ts';
 import { addHuman, authenticatePersonalToken, createToken, listTokens, revokeToken } from './humans.ts';
 
 let db: Awaited<ReturnType<typeof migratedDatabase>>;

@@ -1,6 +1,6 @@
 import type { Sql } from '../db/connect.ts';
-import { conflict, invalidArgument, notFound } from '../errors.ts';
-import { PERSONAL_TOKEN_PREFIX, hashSecret, mintSecret } from '../secrets.ts';
+import { conflict, invalidArgument, notFound } from '../domain/errors.ts';
+import { PERSONAL_TOKEN_PREFIX, hashSecret, mintSecret } from '../lib/secrets.ts';
 
 export interface Human {
   id: string;

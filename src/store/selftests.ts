@@ -1,5 +1,5 @@
 import type { Sql } from '../db/connect.ts';
-import { SwitchboardError } from '../errors.ts';
+import { SwitchboardError } from '../domain/errors.ts';
 import { rfc3339 } from './time.ts';
 import { newTodoId } from './todos.ts';
 

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../test/support/app.ts';
-import { ManualClock } from '../clock.ts';
+import { ManualClock } from '../lib/clock.ts';
 import type { Sql } from '../db/connect.ts';
-import { SwitchboardError } from '../errors.ts';
-import { DEFAULT_LEASE_SECONDS, retryBackoffSeconds } from '../lifecycle.ts';
+import { SwitchboardError } from '../domain/errors.ts';
+import { DEFAULT_LEASE_SECONDS, retryBackoffSeconds } from '../domain/lifecycle.ts';
 import { vendEndpoint } from './endpoints.ts';
 import { addHuman } from './humans.ts';
 import {

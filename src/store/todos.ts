@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Sql, TxSql } from '../db/connect.ts';
-import { conflict, forbidden, notFound, type SwitchboardError } from '../errors.ts';
-import { retryBackoffSeconds } from '../lifecycle.ts';
-import { RESERVED_QUEUE } from '../scope.ts';
+import { conflict, forbidden, notFound, type SwitchboardError } from '../domain/errors.ts';
+import { retryBackoffSeconds } from '../domain/lifecycle.ts';
+import { RESERVED_QUEUE } from '../domain/scope.ts';
 import { isPushEligibleFragment } from './doorbells.ts';
-import type { QueueStat } from '../metrics.ts';
+import type { QueueStat } from '../lib/metrics.ts';
 import type { AckedRing } from './rings.ts';
 import { rfc3339 } from './time.ts';
 

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Sql } from '../db/connect.ts';
-import { hashSecret } from '../secrets.ts';
+import { hashSecret } from '../lib/secrets.ts';
 import { getHumanByHandle, type Human } from './humans.ts';
 
 /** A sign-in link works once, for 15 minutes. */

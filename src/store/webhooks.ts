@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Sql } from '../db/connect.ts';
-import { conflict, notFound, SwitchboardError } from '../errors.ts';
-import { hashSecret } from '../secrets.ts';
+import { conflict, notFound, SwitchboardError } from '../domain/errors.ts';
+import { hashSecret } from '../lib/secrets.ts';
 
 export type SourceType = 'github' | 'gitea' | 'generic';
 export const SOURCE_TYPES: readonly SourceType[] = ['github', 'gitea', 'generic'];

@@ -3,10 +3,10 @@ import { Writable } from 'node:stream';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../../src/app.ts';
-import { ManualClock } from '../../src/clock.ts';
-import { createLogger } from '../../src/log.ts';
-import { shiftText } from '../../src/presence/arbitraries.testkit.ts';
-import { DRAIN_VERBS, WEBHOOK_VERBS } from '../../src/scope.ts';
+import { ManualClock } from '../../src/lib/clock.ts';
+import { createLogger } from '../../src/lib/log.ts';
+import { shiftText } from '../../src/domain/presence/arbitraries.testkit.ts';
+import { DRAIN_VERBS, WEBHOOK_VERBS } from '../../src/domain/scope.ts';
 import { connectAgent, until } from '../support/agents.ts';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../support/app.ts';
 

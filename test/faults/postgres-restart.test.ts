@@ -5,7 +5,7 @@ import { loadConfig } from '../../src/config.ts';
 import { startThrowawayCluster, type RunningCluster } from '../../src/db/cluster.ts';
 import { connect, type Sql } from '../../src/db/connect.ts';
 import { migrate } from '../../src/db/migrate.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/lib/log.ts';
 import { createToken } from '../../src/store/humans.ts';
 import { apiCaller, humanWithToken } from '../support/app.ts';
 import {

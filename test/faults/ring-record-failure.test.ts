@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { App } from '../../src/app.ts';
-import type { ManualClock } from '../../src/clock.ts';
-import { createLogger } from '../../src/log.ts';
+import type { ManualClock } from '../../src/lib/clock.ts';
+import { createLogger } from '../../src/lib/log.ts';
 import { connectAgent, until, type Agent, type Vended } from '../support/agents.ts';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../support/app.ts';
 

@@ -3,7 +3,7 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type Sql } from '../../src/db/connect.ts';
 import { migrate } from '../../src/db/migrate.ts';
-import { DOORBELL_BUFFER } from '../../src/doorbell/doorbell.ts';
+import { DOORBELL_BUFFER } from '../../src/services/doorbell/doorbell.ts';
 import { createToken } from '../../src/store/humans.ts';
 import { humanWithToken } from '../support/app.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';

@@ -1,9 +1,9 @@
 import { startApp, type App, type AppOptions } from '../../src/app.ts';
-import { ManualClock } from '../../src/clock.ts';
+import { ManualClock } from '../../src/lib/clock.ts';
 import { loadConfig } from '../../src/config.ts';
 import { connect, type Sql } from '../../src/db/connect.ts';
 import { migrate } from '../../src/db/migrate.ts';
-import { createLogger, type Logger } from '../../src/log.ts';
+import { createLogger, type Logger } from '../../src/lib/log.ts';
 import { addHuman, createToken } from '../../src/store/humans.ts';
 import { createTestDatabase } from './database.ts';
 

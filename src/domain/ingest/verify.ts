@@ -1,0 +1,85 @@
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import type { SourceType } from '../../store/webhooks.ts';
+
+export type VerifyFailure = 'missing_signature' | 'malformed_signature' | 'bad_signature';
+export type Verification = { ok: true } | { ok: false; reason: VerifyFailure };
+
+type Headers = Record<string, string | string[] | undefined>;
+const header = (h: Headers, name: string): string | undefined => {
+  const v = h[name];
+  return Array.isArray(v) ? v[0] : v;
+};
+
+/**
+ * Checks a signed delivery's HMAC-SHA256 over the raw bytes, in constant time, before anything
+ * is parsed. GitHub: `X-Hub-Signature-256: sha256=<hex>` (the prefix is required). Gitea:
+ * `X-Gitea-Signature: <hex>`, or the GitHub header.
+ */
+export function verifySignature(source: SourceType, headers: Headers, body: Buffer, secret: string): Verification {
+  let hex: string | undefined;
+  const githubStyle = header(headers, 'x-hub-signature-256');
+  if (source === 'gitea' && header(headers, 'x-gitea-signature') !== undefined) {
+    hex = header(headers, 'x-gitea-signature')!.trim();
+  } else if (githubStyle !== undefined) {
+    const m = /^sha256=(.*)$/.exec(githubStyle.trim());
+    if (!m) return { ok: false, reason: 'malformed_signature' };
+    hex = m[1];
+  } else {
+    return { ok: false, reason: 'missing_signature' };
+  }
+  if (!hex || !/^[0-9a-fA-F]{64}$/.test(hex)) return { ok: false, reason: 'malformed_signature' };
+  const expected = createHmac('sha256', secret).update(body).digest();
+  const given = Buffer.from(hex, 'hex');
+  return timingSafeEqual(expected, given) ? { ok: true } : { ok: false, reason: 'bad_signature' };
+}
+
+/** The header values never stored or logged. */
+const REDACTED = new Set(['x-hub-signature', 'x-hub-signature-256', 'x-gitea-signature', 'x-gogs-signature', 'authorization', 'cookie', 'x-api-key', 'proxy-authorization']);
+
+/** Lower-cased names; signatures, credentials and cookies replaced; hop-by-hop noise dropped. */
+export function sanitizeHeaders(headers: Headers): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    const key = name.toLowerCase();
+    if (key === 'connection' || key === 'content-length' || key === 'transfer-encoding') continue;
+    out[key] = REDACTED.has(key) ? '«redacted»' : (Array.isArray(value) ? value.join(', ') : value).slice(0, 1024);
+  }
+  return out;
+}
+
+/** The delivery's own id when the producer sends one (at most 256 bytes), else the body's SHA-256. */
+export function deliveryId(source: SourceType, headers: Headers, body: Buffer): string {
+  const names =
+    source === 'github' ? ['x-github-delivery'] : source === 'gitea' ? ['x-gitea-delivery', 'x-github-delivery'] : ['x-delivery-id', 'webhook-id'];
+  for (const n of names) {
+    const v = header(headers, n)?.trim();
+    if (v && Buffer.byteLength(v) <= 256) return v;
+  }
+  return `sha256:${createHash('sha256').update(body).digest('hex')}`;
+}
+
+export function eventType(source: SourceType, headers: Headers): string | null {
+  if (source === 'github') return header(headers, 'x-github-event') ?? null;
+  if (source === 'gitea') return header(headers, 'x-gitea-event') ?? header(headers, 'x-github-event') ?? null;
+  return header(headers, 'x-event-type') ?? null;
+}
+
+/** JSON nested deeper than this is refused: PostgreSQL and every reader downstream pay for depth. */
+export const MAX_JSON_DEPTH = 64;
+
+export function jsonDepthExceeds(text: string, max = MAX_JSON_DEPTH): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92 /* \ */) i++;
+      else if (c === 34 /* " */) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 123 || c === 91) {
+      if (++depth > max) return true;
+    } else if (c === 125 || c === 93) depth--;
+  }
+  return false;
+}

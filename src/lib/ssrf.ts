@@ -1,0 +1,87 @@
+import { lookup } from 'node:dns/promises';
+import { BlockList, isIP } from 'node:net';
+import { invalidArgument } from '../domain/errors.ts';
+
+/**
+ * Outbound safety for notify hooks: https only (http when allowed for tests), no userinfo, and
+ * never an address that is not public (loopback, private, link-local, unique-local, unspecified,
+ * multicast, shared CGNAT, documentation, broadcast) unless the allow list names it. The checked
+ * address is the one dialled, so a DNS answer cannot change between the check and the call.
+ */
+export interface OutboundPolicy {
+  allowHttp: boolean;
+  /** CIDRs exempt from the non-public rule (SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS). */
+  allow: BlockList;
+}
+
+export const MAX_HOOK_URL_BYTES = 2048;
+
+const NON_PUBLIC = new BlockList();
+for (const [net, prefix] of [
+  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
+  ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24],
+  ['224.0.0.0', 4], ['240.0.0.0', 4],
+] as const) NON_PUBLIC.addSubnet(net, prefix, 'ipv4');
+for (const [net, prefix] of [
+  ['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['2001:db8::', 32], ['64:ff9b::', 96], ['100::', 64],
+] as const) NON_PUBLIC.addSubnet(net, prefix, 'ipv6');
+
+/** Parses SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS (`10.0.0.0/8,127.0.0.1/32,fd00::/8`). */
+export function parseAllowList(raw: string | undefined): BlockList | string {
+  const list = new BlockList();
+  for (const part of (raw ?? '').split(',').map((p) => p.trim()).filter(Boolean)) {
+    const m = /^([^/]+)\/(\d{1,3})$/.exec(part);
+    const family = m ? isIP(m[1]!) : 0;
+    if (!m || family === 0 || Number(m[2]) > (family === 4 ? 32 : 128)) return `${JSON.stringify(part)} is not a CIDR like 10.0.0.0/8`;
+    list.addSubnet(m[1]!, Number(m[2]), family === 4 ? 'ipv4' : 'ipv6');
+  }
+  return list;
+}
+
+function isNonPublic(address: string, family: 4 | 6): boolean {
+  // An IPv4-mapped IPv6 address is judged as the IPv4 address it carries.
+  const mapped = family === 6 ? /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address) : null;
+  if (mapped) return NON_PUBLIC.check(mapped[1]!, 'ipv4');
+  return NON_PUBLIC.check(address, family === 4 ? 'ipv4' : 'ipv6');
+}
+
+export interface CheckedTarget {
+  url: URL;
+  address: string;
+  family: 4 | 6;
+}
+
+/** Validates a hook URL and resolves it to one address that may be dialled; refusals name `url`. */
+export async function checkHookTarget(raw: string, policy: OutboundPolicy): Promise<CheckedTarget> {
+  if (Buffer.byteLength(raw) > MAX_HOOK_URL_BYTES) throw invalidArgument('url', `must be at most ${MAX_HOOK_URL_BYTES} bytes`);
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw invalidArgument('url', 'is not an absolute URL');
+  }
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && policy.allowHttp)) {
+    throw invalidArgument('url', policy.allowHttp ? 'must use https or http' : 'must use https');
+  }
+  if (url.username || url.password) throw invalidArgument('url', 'must not carry a user name or password');
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  let address: string;
+  let family: 4 | 6;
+  const literal = isIP(host);
+  if (literal) {
+    address = host;
+    family = literal as 4 | 6;
+  } else {
+    try {
+      const found = await lookup(host, { all: false, verbatim: true });
+      address = found.address;
+      family = found.family as 4 | 6;
+    } catch {
+      throw invalidArgument('url', `host ${host} does not resolve`);
+    }
+  }
+  if (isNonPublic(address, family) && !policy.allow.check(address, family === 4 ? 'ipv4' : 'ipv6')) {
+    throw invalidArgument('url', `resolves to ${address}, which is not a public address (allow it with SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS)`);
+  }
+  return { url, address, family };
+}

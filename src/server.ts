@@ -1,0 +1,173 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import { SwitchboardError, databaseUnavailable, isSwitchboardError, unstorableInput } from './domain/errors.ts';
+import { registerMcp } from './mcp/transport.ts';
+import { registerIngest } from './ingest-http/routes.ts';
+import type { Metrics } from './lib/metrics.ts';
+import type { OidcLogin } from './board/oidc.ts';
+import { registerBoard } from './board/plugin.ts';
+import { constantTimeEqual } from './lib/secrets.ts';
+import type { EndpointCredentials } from './services/endpoint-credentials.ts';
+import type { Session, SessionRegistry } from './sessions/registry.ts';
+import type { AgentServices } from './mcp/tools.ts';
+import type { TodoRow } from './store/todos.ts';
+import type { BucketPolicy } from './web/rate-limit.ts';
+import { VERSION } from './lib/version.ts';
+import { API_BODY_LIMIT, registerApi } from './api/plugin.ts';
+import { fromFastifyError, sendError } from './web/errors.ts';
+
+export interface ServerDeps extends AgentServices {
+  baseUrl: () => string;
+  sessions: SessionRegistry;
+  credentials: EndpointCredentials;
+  metrics: Metrics;
+  /** The scrape credential; undefined keeps /metrics closed. */
+  metricsToken: string | undefined;
+  /** Instance-local session counts for an endpoint (the API lists them). */
+  sessionCounts: (endpointId: string) => { sessions: number; unheard_sessions: number };
+  /** Called after this instance revoked an endpoint (other instances learn it by NOTIFY). */
+  onEndpointRevoked: (endpointId: string) => void;
+  /** Called after this instance created a push-eligible todo. */
+  onTodoReady: (todo: TodoRow) => void;
+  /** Hostnames the MCP routes accept in Host when listening on loopback (DNS-rebinding guard). */
+  allowedHosts?: readonly string[];
+  mcpLimits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
+  /** Overrides the per-IP webhook ingest limit (benchmarks lift it). */
+  ingestLimit?: BucketPolicy;
+  /** The board's deaf-consumer warning: whether a session's recent doorbell writes all failed. */
+  isDeaf?: (session: Session) => boolean;
+  /** Board sign-in through an OpenID Connect provider, when configured. */
+  oidc?: OidcLogin | null;
+}
+
+const SECURITY_HEADERS: Record<string, string> = {
+  'content-security-policy': "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'strict-origin-when-cross-origin',
+  'cross-origin-resource-policy': 'same-origin',
+};
+
+export function buildServer(deps: ServerDeps): FastifyInstance {
+  const app = Fastify({
+    // Our own request log (below) names the route pattern, never the raw URL or headers.
+    logger: false,
+    bodyLimit: API_BODY_LIMIT,
+    return503OnClosing: true,
+  });
+
+  app.addHook('onSend', async (_req, reply) => {
+    for (const [k, v] of Object.entries(SECURITY_HEADERS)) {
+      if (!reply.hasHeader(k)) reply.header(k, v);
+    }
+    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+  });
+
+  app.addHook('onResponse', async (req, reply) => {
+    deps.log.debug(
+      { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: reply.statusCode, ms: Math.round(reply.elapsedTime) },
+      'http request',
+    );
+  });
+
+  app.setErrorHandler(async (err, req, reply) => {
+    if (isSwitchboardError(err)) return sendError(reply, err);
+    const mapped = fromFastifyError(err as { code?: string; statusCode?: number; message: string });
+    if (mapped) return sendError(reply, mapped);
+    const unstorable = unstorableInput(err);
+    if (unstorable) return sendError(reply, unstorable);
+    const down = databaseUnavailable(err);
+    if (down) {
+      deps.log.warn({ err: (err as Error).message, method: req.method, route: req.routeOptions.url }, 'request failed: database unreachable');
+      return sendError(reply, down);
+    }
+    deps.log.error({ err, method: req.method, route: req.routeOptions.url }, 'unhandled error');
+    return sendError(reply, new SwitchboardError('internal', 'internal error'));
+  });
+
+  app.setNotFoundHandler(async (_req, reply) => sendError(reply, new SwitchboardError('not_found', 'no such route')));
+
+  app.get('/healthz', async (req, reply) => {
+    try {
+      await deps.sql`select 1`;
+    } catch (err) {
+      deps.log.warn({ err: (err as Error).message }, 'health check: database unreachable');
+      return reply.code(503).type('text/plain; charset=utf-8').send('db down\n');
+    }
+    if (prefersJson(req.headers.accept)) return reply.send({ status: 'ok', version: VERSION });
+    return reply.type('text/plain; charset=utf-8').send(`ok ${VERSION}\n`);
+  });
+
+  // Prometheus scrape: its own bearer credential; every refusal is the same empty 401.
+  app.get('/metrics', async (req, reply) => {
+    const presented = /^Bearer[ \t]+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
+    if (!deps.metricsToken || !presented || !constantTimeEqual(presented, deps.metricsToken)) {
+      return reply.code(401).header('www-authenticate', 'Bearer realm="switchboard-metrics"').send('');
+    }
+    return reply.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
+  });
+
+  registerApi(app, {
+    sql: deps.sql,
+    clock: deps.clock,
+    baseUrl: deps.baseUrl,
+    onEndpointRevoked: deps.onEndpointRevoked,
+    onTodoReady: deps.onTodoReady,
+    presence: deps.presence,
+    selfTests: deps.selfTests,
+    webhooks: deps.webhooks,
+    hooks: deps.hooks,
+    sessionCounts: deps.sessionCounts,
+  });
+  registerIngest(app, {
+    sql: deps.sql,
+    clock: deps.clock,
+    log: deps.log,
+    metrics: deps.metrics,
+    webhooks: deps.webhooks,
+    onTodoReady: deps.onTodoReady,
+    limit: deps.ingestLimit,
+  });
+  registerBoard(app, {
+    sql: deps.sql,
+    clock: deps.clock,
+    log: deps.log,
+    baseUrl: deps.baseUrl,
+    sessions: deps.sessions,
+    presence: deps.presence,
+    selfTests: deps.selfTests,
+    webhooks: deps.webhooks,
+    onEndpointRevoked: deps.onEndpointRevoked,
+    isDeaf: deps.isDeaf,
+    oidc: deps.oidc ?? null,
+  });
+  registerMcp(app, {
+    sql: deps.sql,
+    clock: deps.clock,
+    log: deps.log,
+    sessions: deps.sessions,
+    credentials: deps.credentials,
+    presence: deps.presence,
+    acks: deps.acks,
+    selfTests: deps.selfTests,
+    webhooks: deps.webhooks,
+    hooks: deps.hooks,
+    allowedHosts: deps.allowedHosts,
+    limits: deps.mcpLimits,
+  });
+  return app;
+}
+
+/** True when an Accept header ranks application/json above text/plain. */
+export function prefersJson(accept: string | undefined): boolean {
+  if (!accept) return false;
+  let json = 0;
+  let text = 0;
+  for (const part of accept.split(',')) {
+    const [range, ...params] = part.trim().toLowerCase().split(';');
+    const qParam = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+    const q = qParam ? Number(qParam.slice(2)) || 0 : 1;
+    if (range === 'application/json') json = Math.max(json, q);
+    if (range === 'text/plain' || range === 'text/*' || range === '*/*') text = Math.max(text, range === 'text/plain' ? q : q - 0.001);
+  }
+  return json > 0 && json > text;
+}

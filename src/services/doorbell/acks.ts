@@ -1,0 +1,82 @@
+import type { Clock } from '../../lib/clock.ts';
+import type { Sql } from '../../db/connect.ts';
+import type { Logger } from '../../lib/log.ts';
+import type { Session, SessionRegistry } from '../../sessions/registry.ts';
+import type { Metrics } from '../../lib/metrics.ts';
+import { insertRing, markUnheardRingsUnscoped, unheardSessions, type AckedRing, type NewRing } from '../../store/rings.ts';
+
+export const UNHEARD_SWEEP_INTERVAL_MS = 30_000;
+
+/**
+ * Doorbell acknowledgement at run time (SPEC-0025): records a ring for every doorbell written,
+ * counts acknowledgements and unheard rings, and keeps the per-session unheard mark of the
+ * sessions on this instance. Synthetic (self-test) rings never move a metric.
+ */
+export class DoorbellAcks {
+  /** When each session of this instance last acknowledged anything (a claim or ack_doorbell). */
+  readonly #lastAck = new WeakMap<Session, Date>();
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly metrics: Metrics,
+    private readonly sessions: SessionRegistry,
+  ) {}
+
+  /**
+   * Records a written doorbell. Never awaited by the writer: a failure is logged and counted,
+   * and the doorbell, already written, stands.
+   */
+  recordWritten(ring: NewRing, slug: string): void {
+    if (!ring.synthetic && ring.kind !== 'test') this.metrics.ringsTotal.inc({ kind: ring.kind });
+    insertRing(this.sql, ring).catch((err: unknown) => {
+      this.metrics.collectionErrors.inc({ collector: 'doorbell_rings' });
+      this.log.error(
+        { stage: 'ring record', slug, todo_id: ring.todoId, ring_id: ring.ringId, err: (err as Error).message },
+        'could not record a doorbell ring',
+      );
+    });
+  }
+
+  /** An acknowledgement by this session (a claim or ack_doorbell): counts it and clears its mark. */
+  acknowledged(session: Session, rings: readonly AckedRing[], via: 'claim' | 'ack'): void {
+    // A claim that acknowledged no ring (its todo was never rung) still resets the unheard run.
+    this.#lastAck.set(session, this.clock.now());
+    for (const r of rings) {
+      if (!r.late && !r.synthetic && r.kind !== 'test') this.metrics.ringsAcknowledged.inc({ kind: r.kind, via });
+    }
+    if (session.unheard) {
+      session.unheard = false;
+      this.log.info({ slug: session.endpoint.slug, session: session.id, via }, 'session heard a doorbell again');
+    }
+  }
+
+  /**
+   * The unheard sweep: claims expired rings once across instances and counts only those, then
+   * re-evaluates the unheard mark of this instance's sessions.
+   */
+  async sweep(): Promise<number> {
+    const now = this.clock.now();
+    const unheard = await markUnheardRingsUnscoped(this.sql, now);
+    for (const r of unheard) if (!r.synthetic && r.kind !== 'test') this.metrics.ringsUnheard.inc({ kind: r.kind });
+    const local = this.sessions.all().filter((s) => !s.unheard);
+    const deaf = new Map((await unheardSessions(this.sql, local.map((s) => s.id))).map((d) => [d.session_id, d.since]));
+    for (const s of local) {
+      const since = deaf.get(s.id);
+      if (since === undefined) continue;
+      const lastAck = this.#lastAck.get(s);
+      if (lastAck && lastAck.getTime() >= since.getTime()) continue;
+      s.unheard = true;
+      this.log.warn(
+        { slug: s.endpoint.slug, session: s.id, client: s.clientInfo },
+        'session marked unheard: its last 3 doorbells reached it but nothing acted on them',
+      );
+    }
+    return unheard.length;
+  }
+
+  unheardSessionCount(): number {
+    return this.sessions.all().filter((s) => s.unheard).length;
+  }
+}

@@ -1,0 +1,203 @@
+import type { Clock } from '../../lib/clock.ts';
+import type { Logger } from '../../lib/log.ts';
+import type { Session, SessionRegistry, WriteVerdict } from '../../sessions/registry.ts';
+import type { Presence } from '../../domain/presence/index.ts';
+import { newRingId, type RingKind } from '../../store/rings.ts';
+import type { DoorbellAcks } from './acks.ts';
+import { DoorbellGate } from './gate.ts';
+import { testDoorbell, todoDoorbell, type ChannelNotification, type DoorbellTodo } from '../../domain/doorbell-notification.ts';
+
+/** A session with this many unflushed frames accepts no more doorbells: drop, never block. */
+export const DOORBELL_BUFFER = 16;
+/** Consecutive failed writes on one session before it is reported as deaf. */
+export const DEAF_THRESHOLD = 3;
+export const CREATION_GATE_MS = 60_000;
+
+export interface RingTarget extends DoorbellTodo {
+  endpoint_id: string;
+}
+
+export type RingFailure = 'gated' | 'held' | 'no_session' | 'all_full' | 'no_stream' | 'write_failed';
+export type RingOutcome = { rung: true; session: Session; ringId: string } | { rung: false; reason: RingFailure };
+
+export interface DoorbellOptions {
+  sessions: SessionRegistry;
+  clock: Clock;
+  log: Logger;
+  /** The endpoint's effective presence now; an endpoint that is out is never rung. */
+  presenceOf?: (endpointId: string) => Presence;
+  /** Records rings; without it (unit tests) nothing is recorded. */
+  acks?: DoorbellAcks;
+  /** The window a todo or digest ring has to be acknowledged in. */
+  ackWindowMs?: number;
+}
+
+/** What a ring record will say about the doorbell being written. */
+interface RingFacts {
+  kind: RingKind;
+  todoId: string | null;
+  queue: string | null;
+  synthetic: boolean;
+  windowSeconds: number;
+}
+
+/**
+ * Rings exactly one session of a todo's endpoint on this instance: tenant first, then queue
+ * scope; sessions with an open stream first, in per-endpoint round-robin; a streamless session
+ * only if no streaming one accepts. Never blocks and never retries: the queue is the record.
+ * Every doorbell carries a fresh meta.ring_id; a ring is recorded only for a write that landed.
+ */
+export class Doorbell {
+  readonly #cursors = new Map<string, number>();
+  readonly #deafRuns = new WeakMap<Session, { failures: number }>();
+  readonly #gate: DoorbellGate;
+  readonly #sessions: SessionRegistry;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #presenceOf: (endpointId: string) => Presence;
+  readonly #acks: DoorbellAcks | undefined;
+  readonly #ackWindowSeconds: number;
+
+  constructor(opts: DoorbellOptions) {
+    this.#sessions = opts.sessions;
+    this.#clock = opts.clock;
+    this.#log = opts.log;
+    this.#presenceOf = opts.presenceOf ?? (() => 'in');
+    this.#acks = opts.acks;
+    this.#ackWindowSeconds = Math.round((opts.ackWindowMs ?? 15 * 60_000) / 1000);
+    this.#gate = new DoorbellGate(opts.clock, CREATION_GATE_MS);
+    opts.sessions.on('sessionClosed', (s) => {
+      if (opts.sessions.sessionsOf(s.endpoint.id).length === 0) this.#cursors.delete(s.endpoint.id);
+    });
+  }
+
+  /**
+   * The sweep's receivers: endpoints with at least one session attached here, streaming or not
+   * (a ring falls back to a streamless session), whose effective presence is in.
+   */
+  receivers(): string[] {
+    return [...new Set(this.#sessions.all().map((s) => s.endpoint.id))].filter((id) => this.#presenceOf(id) === 'in');
+  }
+
+  /** A creation or wakeup ring: at most one per todo per minute on this instance. */
+  ringReady(todo: RingTarget): RingOutcome {
+    if (!this.#gate.first(todo.id)) return { rung: false, reason: 'gated' };
+    return this.ring(todo);
+  }
+
+  /** PublishTodoReady: ring one session of the todo's endpoint. */
+  ring(todo: RingTarget): RingOutcome {
+    if (this.#presenceOf(todo.endpoint_id) === 'out') {
+      this.#log.debug({ todo_id: todo.id, endpoint_id: todo.endpoint_id }, 'doorbell held: endpoint is out');
+      return { rung: false, reason: 'held' };
+    }
+    return this.#ringOne(todo, (ringId) => todoDoorbell(todo, { ring_id: ringId }), {
+      kind: 'todo',
+      todoId: todo.id,
+      queue: todo.queue,
+      synthetic: false,
+      windowSeconds: this.#ackWindowSeconds,
+    });
+  }
+
+  /**
+   * A self-test doorbell: the same session selection as a todo doorbell, whatever the presence
+   * (the human asked for it), with the test's own window.
+   */
+  ringTest(todo: RingTarget, waitSeconds: number): RingOutcome {
+    return this.#ringOne(todo, (ringId) => testDoorbell(todo, { ring_id: ringId }), {
+      kind: 'test',
+      todoId: todo.id,
+      queue: todo.queue,
+      synthetic: true,
+      windowSeconds: waitSeconds,
+    });
+  }
+
+  /** A digest goes to one session of the endpoint with an open stream on this instance, or nowhere. */
+  deliverDigest(endpointId: string, build: (ringId: string) => ChannelNotification): RingOutcome {
+    const streaming = this.#sessions
+      .sessionsOf(endpointId)
+      .filter((s) => s.stream !== null)
+      .sort((a, b) => (a.id < b.id ? -1 : 1));
+    if (streaming.length === 0) return { rung: false, reason: 'no_session' };
+    const facts: RingFacts = { kind: 'digest', todoId: null, queue: null, synthetic: false, windowSeconds: this.#ackWindowSeconds };
+    return this.#deliver(endpointId, streaming, build, facts);
+  }
+
+  #ringOne(todo: RingTarget, build: (ringId: string) => ChannelNotification, facts: RingFacts): RingOutcome {
+    const candidates = this.#sessions
+      .sessionsOf(todo.endpoint_id)
+      .filter((s) => s.endpoint.queues.includes(todo.queue))
+      .sort((a, b) => (a.id < b.id ? -1 : 1));
+    if (candidates.length === 0) {
+      this.#log.info({ todo_id: todo.id, endpoint_id: todo.endpoint_id }, 'doorbell not rung: no session of the endpoint on this instance');
+      return { rung: false, reason: 'no_session' };
+    }
+    const streaming = candidates.filter((s) => s.stream !== null);
+    const streamless = candidates.filter((s) => s.stream === null);
+    let outcome = this.#deliver(todo.endpoint_id, streaming, build, facts);
+    if (!outcome.rung) outcome = this.#deliver(todo.endpoint_id, streamless, build, facts, outcome.reason);
+    if (!outcome.rung) this.#log.info({ todo_id: todo.id, slug: candidates[0]!.endpoint.slug, cause: outcome.reason }, 'doorbell dropped');
+    return outcome;
+  }
+
+  /** Offers the doorbell to each session of `group` in round-robin order; the first write that lands wins. */
+  #deliver(
+    endpointId: string,
+    group: Session[],
+    build: (ringId: string) => ChannelNotification,
+    facts: RingFacts,
+    priorFailure: RingFailure = 'all_full',
+  ): RingOutcome {
+    let failure = priorFailure;
+    for (const session of this.#rotation(endpointId, group)) {
+      if (session.unflushed >= DOORBELL_BUFFER) continue;
+      const ringId = newRingId();
+      const verdict = this.#sessions.write(session, build(ringId));
+      this.#recordWrite(session, facts, ringId, verdict);
+      if (verdict === 'written') {
+        this.#cursors.set(endpointId, (this.#cursors.get(endpointId) ?? 0) + 1);
+        this.#acks?.recordWritten(
+          { ringId, endpointId, sessionId: session.id, sentAt: this.#clock.now(), ...facts },
+          session.endpoint.slug,
+        );
+        return { rung: true, session, ringId };
+      }
+      failure = verdict;
+    }
+    return { rung: false, reason: failure };
+  }
+
+  /** True while a session's last DEAF_THRESHOLD or more doorbell writes all failed (the board's deaf warning). */
+  isDeaf(session: Session): boolean {
+    return (this.#deafRuns.get(session)?.failures ?? 0) >= DEAF_THRESHOLD;
+  }
+
+  #rotation(endpointId: string, group: Session[]): Session[] {
+    if (group.length === 0) return group;
+    const start = (this.#cursors.get(endpointId) ?? 0) % group.length;
+    return [...group.slice(start), ...group.slice(0, start)];
+  }
+
+  /** Counts consecutive failed writes per session: one warning at the threshold, one note on recovery. */
+  #recordWrite(session: Session, facts: RingFacts, ringId: string, verdict: WriteVerdict): void {
+    const run = this.#deafRuns.get(session) ?? { failures: 0 };
+    this.#deafRuns.set(session, run);
+    const fields = { slug: session.endpoint.slug, session: session.id, kind: facts.kind, todo_id: facts.todoId, ring_id: ringId };
+    if (verdict === 'written') {
+      if (run.failures >= DEAF_THRESHOLD) this.#log.info({ ...fields, failed_before: run.failures }, 'doorbell recovered');
+      run.failures = 0;
+      this.#log.info(fields, 'doorbell rung');
+      return;
+    }
+    run.failures++;
+    this.#log.debug({ ...fields, cause: verdict }, 'doorbell write failed');
+    if (run.failures === DEAF_THRESHOLD) {
+      this.#log.warn(
+        { ...fields, failures: run.failures, cause: verdict, client: session.clientInfo },
+        'doorbell undeliverable: consumer attached but receiving nothing',
+      );
+    }
+  }
+}

@@ -1,0 +1,22 @@
+import type { Clock } from '../../lib/clock.ts';
+import type { Sql } from '../../db/connect.ts';
+import type { Logger } from '../../lib/log.ts';
+import { chargeDueRingsUnscoped } from '../../store/doorbells.ts';
+import type { Doorbell } from '../doorbell/doorbell.ts';
+
+export const SWEEP_INTERVAL_MS = 30_000;
+
+/**
+ * One heartbeat sweep on this instance: re-ring due, unclaimed todos, but only for endpoints
+ * that have a session attached here. A ring nobody could receive is not charged.
+ */
+export async function sweepOnce(deps: { sql: Sql; clock: Clock; log: Logger; doorbell: Doorbell; receivers?: () => string[] }): Promise<number> {
+  const receivers = deps.receivers ? deps.receivers() : deps.doorbell.receivers();
+  if (receivers.length === 0) return 0;
+  const charged = await chargeDueRingsUnscoped(deps.sql, receivers, deps.clock.now());
+  for (const todo of charged) {
+    deps.log.info({ todo_id: todo.id, ring: todo.ring_attempts }, 'doorbell re-ring');
+    deps.doorbell.ring(todo);
+  }
+  return charged.length;
+}

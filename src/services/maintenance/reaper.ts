@@ -1,0 +1,42 @@
+import type { Clock } from '../../lib/clock.ts';
+import type { Sql } from '../../db/connect.ts';
+import type { Logger } from '../../lib/log.ts';
+import { notifyTodoReady, pushEligibleTodosByIds } from '../../store/doorbells.ts';
+import { reapExpiredLeasesUnscoped, requeueDueRetriesUnscoped, type Moved, type TodoRow } from '../../store/todos.ts';
+
+export const REAPER_INTERVAL_MS = 30_000;
+
+/**
+ * One reaper pass: expired leases back to pending (or dead letters at the attempt cap), then due
+ * retries back to pending. Safe on every instance at once: each row is moved by one statement.
+ */
+export async function reapOnce(deps: {
+  sql: Sql;
+  clock: Clock;
+  log: Logger;
+  /** Runs with the push-eligible todos this pass put back to pending (the notify hooks' `requeued`). */
+  onRequeued?: (todos: TodoRow[]) => void;
+}): Promise<{ reaped: Moved[]; requeued: Moved[] }> {
+  const now = deps.clock.now();
+  const reaped = await reapExpiredLeasesUnscoped(deps.sql, now);
+  const requeued = await requeueDueRetriesUnscoped(deps.sql, now);
+  if (reaped.length || requeued.length) {
+    deps.log.info(
+      {
+        leases_expired: reaped.filter((m) => m.state === 'pending').length,
+        dead_lettered: reaped.filter((m) => m.state === 'failed').length,
+        retries_requeued: requeued.length,
+      },
+      'reaper pass',
+    );
+  }
+  // Work that is pending again wakes its endpoint's sessions on every instance.
+  const ready = new Set([...reaped, ...requeued].filter((m) => m.state === 'pending').map((m) => `${m.endpoint_id}\n${m.queue}`));
+  for (const key of ready) {
+    const [endpointId, queue] = key.split('\n') as [string, string];
+    await notifyTodoReady(deps.sql, endpointId, queue);
+  }
+  const pending = [...reaped, ...requeued].filter((m) => m.state === 'pending').map((m) => m.id);
+  if (deps.onRequeued && pending.length > 0) deps.onRequeued(await pushEligibleTodosByIds(deps.sql, pending));
+  return { reaped, requeued };
+}

@@ -1,0 +1,110 @@
+import type { Clock } from '../lib/clock.ts';
+import type { SecretBox } from '../lib/crypto-box.ts';
+import type { Sql } from '../db/connect.ts';
+import { SwitchboardError, forbidden, invalidArgument } from '../domain/errors.ts';
+import { rfc3339 } from '../store/time.ts';
+import {
+  SOURCE_TYPES,
+  createWebhook,
+  deleteWebhook,
+  listWebhooks,
+  rotateWebhook,
+  type MintedWebhook,
+  type SourceType,
+  type WebhookRow,
+} from '../store/webhooks.ts';
+
+export interface WebhookOwner {
+  id: string;
+  slug: string;
+  queues: readonly string[];
+}
+
+/**
+ * Managing webhooks, shared by the operator API, the CLI (through it) and the agent verbs. The
+ * ingest URL and the signing secret are shown only when minted (create, rotate).
+ */
+export class Webhooks {
+  constructor(
+    private readonly sql: Sql,
+    private readonly clock: Clock,
+    private readonly box: SecretBox,
+    private readonly baseUrl: () => string,
+  ) {}
+
+  ingestUrl(token: string): string {
+    return `${this.baseUrl()}/webhooks/w/${token}`;
+  }
+
+  view(row: WebhookRow) {
+    return {
+      webhook_id: row.id,
+      endpoint_id: row.endpoint_id,
+      source_type: row.source_type,
+      trust_mode: row.trust_mode,
+      target_queue: row.target_queue,
+      ingest_url_hint: `${this.baseUrl()}/webhooks/w/${row.ingest_token_hint}…`,
+      created_by: row.created_by,
+      created_at: rfc3339(row.created_at),
+      rotated_at: rfc3339(row.rotated_at) ?? null,
+      last_delivery_at: rfc3339(row.last_delivery_at) ?? null,
+    };
+  }
+
+  #minted(m: MintedWebhook) {
+    return {
+      ...this.view(m.webhook),
+      ingest_url: this.ingestUrl(m.ingestToken),
+      ...(m.signingSecret ? { signing_secret: m.signingSecret } : {}),
+    };
+  }
+
+  /**
+   * Creates a webhook on `owner`. `by` is `agent` (bounded by the vend-time ceiling, a queue outside
+   * scope is forbidden) or `operator:<human id>` (a queue outside scope is an invalid argument).
+   */
+  async create(owner: WebhookOwner, input: { source_type?: unknown; target_queue?: unknown }, by: string, ceiling: number) {
+    const source = input.source_type;
+    if (typeof source !== 'string' || !(SOURCE_TYPES as readonly string[]).includes(source)) {
+      throw invalidArgument('source_type', `must be one of ${SOURCE_TYPES.join(', ')}`);
+    }
+    let queue = input.target_queue;
+    if (queue === undefined) {
+      if (owner.queues.length !== 1) throw invalidArgument('target_queue', `required, because the endpoint has queues ${owner.queues.join(', ')}`);
+      queue = owner.queues[0];
+    }
+    if (typeof queue !== 'string') throw invalidArgument('target_queue', 'must be a string');
+    if (!owner.queues.includes(queue)) {
+      const why = `"${queue}" is not one of endpoint ${owner.slug}'s queues (${owner.queues.join(', ')})`;
+      throw by === 'agent' ? forbidden(`target_queue ${why}`) : invalidArgument('target_queue', why);
+    }
+    const minted = await createWebhook(
+      this.sql,
+      { endpointId: owner.id, source: source as SourceType, queue, createdBy: by, ceiling, seal: (s) => this.box.seal(s) },
+      this.clock.now(),
+    ).catch((err: unknown) => {
+      if (err instanceof SwitchboardError && err.code === 'conflict' && by === 'agent') {
+        throw new SwitchboardError('forbidden', `${err.message} (the ceiling this endpoint was vended with)`, err.details);
+      }
+      throw err;
+    });
+    return this.#minted(minted);
+  }
+
+  async list(endpointId: string) {
+    return (await listWebhooks(this.sql, endpointId)).map((w) => this.view(w));
+  }
+
+  async rotate(row: WebhookRow) {
+    return this.#minted(await rotateWebhook(this.sql, row, (s) => this.box.seal(s), this.clock.now()));
+  }
+
+  async delete(row: WebhookRow) {
+    await deleteWebhook(this.sql, row.id);
+    return { webhook_id: row.id, deleted: true };
+  }
+
+  openSecret(row: WebhookRow): string | null {
+    return row.signing_secret ? this.box.open(row.signing_secret) : null;
+  }
+}
