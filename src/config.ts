@@ -22,7 +22,9 @@ export function issuerAllowsHttp(issuer: string): boolean {
   return url.protocol === 'http:' && isLoopbackHost(url.hostname);
 }
 
-export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+import type { LogLevel } from './lib/log.ts';
+
+export type { LogLevel };
 
 export interface Config {
   /** PostgreSQL URL; undefined means "run the embedded PostgreSQL in dataDir". */

@@ -14,7 +14,7 @@ import {
   type Endpoint,
 } from '../store/endpoints.ts';
 import type { Human } from '../store/humans.ts';
-import { rfc3339 } from '../store/time.ts';
+import { rfc3339 } from '../domain/time.ts';
 import { TODO_STATES, insertEventAndTodo, listTodos, summarizeTodo, type TodoRow } from '../store/todos.ts';
 import { inputsOf, type PresenceService } from '../services/presence.ts';
 import { effective } from '../domain/presence/index.ts';

@@ -4,7 +4,7 @@ import type { Sql } from '../db/connect.ts';
 import type { Webhooks } from '../services/webhooks.ts';
 import { LIST_DEFAULT_LIMIT } from '../domain/lifecycle.ts';
 import { endpointRevoked, resolveOwnEndpoint, type Endpoint } from '../store/endpoints.ts';
-import { rfc3339 } from '../store/time.ts';
+import { rfc3339 } from '../domain/time.ts';
 import { WEBHOOKS_PER_ENDPOINT_MAX, getOwnWebhook, listEndpointEvents } from '../store/webhooks.ts';
 import { limitParam, parseInput } from '../domain/validate.ts';
 

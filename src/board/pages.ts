@@ -4,7 +4,7 @@ import { GRANTABLE_VERBS, DEFAULT_VERBS } from '../domain/scope.ts';
 import type { HumanTodoRow } from '../store/board.ts';
 import type { Endpoint } from '../store/endpoints.ts';
 import type { EventSummary } from '../store/webhooks.ts';
-import { rfc3339 } from '../store/time.ts';
+import { rfc3339 } from '../domain/time.ts';
 import type { TodoRow, TodoState } from '../store/todos.ts';
 import { TODO_STATES } from '../store/todos.ts';
 import { VERSION } from '../lib/version.ts';

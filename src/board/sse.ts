@@ -7,7 +7,7 @@ import type { Logger } from '../lib/log.ts';
 import { effective } from '../domain/presence/index.ts';
 import { latestSelfTests, todoChangesSince } from '../store/board.ts';
 import { listOwnEndpoints } from '../store/endpoints.ts';
-import { rfc3339 } from '../store/time.ts';
+import { rfc3339 } from '../domain/time.ts';
 
 /**
  * Live updates for the board: one server-sent event stream per browser tab, carrying only the

@@ -6,7 +6,7 @@ import { migrate } from '../db/migrate.ts';
 import { openDatabase } from '../db/open.ts';
 import { createLogger } from '../lib/log.ts';
 import { addHuman, createToken, listHumans, listTokens, revokeToken } from '../store/humans.ts';
-import { rfc3339 } from '../store/time.ts';
+import { rfc3339 } from '../domain/time.ts';
 import { createLoginLink } from '../store/web-sessions.ts';
 import type { CliContext } from './context.ts';
 import { CliError, printJson, printTable } from './output.ts';

@@ -1,7 +1,7 @@
 import { pino, type Logger } from 'pino';
-import type { LogLevel } from '../config.ts';
 
 export type { Logger };
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
 /**
  * Structured JSON logs. Redaction is a second line of defence: no code path should pass a

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { forbidden, notFound } from '../domain/errors.ts';
 import { LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, leaseSeconds } from '../domain/lifecycle.ts';
-import { rfc3339 } from '../store/time.ts';
+import { rfc3339 } from '../domain/time.ts';
 import {
   TODO_STATES,
   claimNextTodo,

@@ -13,7 +13,7 @@ import { neutralizeText } from '../domain/neutralize.ts';
 import { effective } from '../domain/presence/index.ts';
 import { deleteHook, getEndpointHook, hookTargets, insertHook, listHooks, recordHookOutcome, rotateHook, type HookRow } from '../store/hooks.ts';
 import { pushEligibleBacklog } from '../store/presence.ts';
-import { rfc3339 } from '../store/time.ts';
+import { rfc3339 } from '../domain/time.ts';
 import type { TodoRow } from '../store/todos.ts';
 import { VERSION } from '../lib/version.ts';
 import { mintHookSecret, signatureHeader } from '../lib/hook-signing.ts';

@@ -18,7 +18,7 @@ import {
   type OverrideColumns,
   type PresenceRow,
 } from '../store/presence.ts';
-import { rfc3339 } from '../store/time.ts';
+import { rfc3339 } from '../domain/time.ts';
 import { digestDoorbell, type DigestReason } from './doorbell/digest.ts';
 import type { Doorbell } from './doorbell/doorbell.ts';
 import { DoorbellGate } from './doorbell/gate.ts';

@@ -2,7 +2,7 @@ import type { Clock } from '../lib/clock.ts';
 import type { SecretBox } from '../lib/crypto-box.ts';
 import type { Sql } from '../db/connect.ts';
 import { SwitchboardError, forbidden, invalidArgument } from '../domain/errors.ts';
-import { rfc3339 } from '../store/time.ts';
+import { rfc3339 } from '../domain/time.ts';
 import {
   SOURCE_TYPES,
   createWebhook,

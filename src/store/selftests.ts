@@ -1,6 +1,6 @@
 import type { Sql } from '../db/connect.ts';
 import { SwitchboardError } from '../domain/errors.ts';
-import { rfc3339 } from './time.ts';
+import { rfc3339 } from '../domain/time.ts';
 import { newTodoId } from './todos.ts';
 
 export type Delivery = 'written' | 'no_session' | 'no_stream' | 'write_failed';

@@ -6,7 +6,7 @@ import { RESERVED_QUEUE } from '../domain/scope.ts';
 import { isPushEligibleFragment } from './doorbells.ts';
 import type { QueueStat } from '../lib/metrics.ts';
 import type { AckedRing } from './rings.ts';
-import { rfc3339 } from './time.ts';
+import { rfc3339 } from '../domain/time.ts';
 
 export type TodoState = 'pending' | 'claimed' | 'done' | 'failed';
 export const TODO_STATES: readonly TodoState[] = ['pending', 'claimed', 'done', 'failed'];

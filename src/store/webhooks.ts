@@ -2,9 +2,10 @@ import { randomBytes } from 'node:crypto';
 import type { Sql } from '../db/connect.ts';
 import { conflict, notFound, SwitchboardError } from '../domain/errors.ts';
 import { hashSecret } from '../lib/secrets.ts';
+import { SOURCE_TYPES, type SourceType } from '../domain/webhook-source.ts';
 
-export type SourceType = 'github' | 'gitea' | 'generic';
-export const SOURCE_TYPES: readonly SourceType[] = ['github', 'gitea', 'generic'];
+export { SOURCE_TYPES, type SourceType };
+
 /** Trust is derived from the source, never chosen by a caller. */
 export const trustModeOf = (source: SourceType): 'signed' | 'token' => (source === 'generic' ? 'token' : 'signed');
 /** A human may give one endpoint this many webhooks; its agent, only its vend-time ceiling. */

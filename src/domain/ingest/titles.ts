@@ -1,4 +1,4 @@
-import type { SourceType } from '../../store/webhooks.ts';
+import type { SourceType } from '../webhook-source.ts';
 
 type Json = Record<string, any>;
 const MAX_TITLE_BYTES = 200;

@@ -1,5 +1,5 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import type { SourceType } from '../../store/webhooks.ts';
+import type { SourceType } from '../webhook-source.ts';
 
 export type VerifyFailure = 'missing_signature' | 'malformed_signature' | 'bad_signature';
 export type Verification = { ok: true } | { ok: false; reason: VerifyFailure };

@@ -4,7 +4,7 @@ import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../..
 import type { App } from '../../app.ts';
 import { ManualClock } from '../../lib/clock.ts';
 import { createLogger } from '../../lib/log.ts';
-import { rfc3339 } from '../../store/time.ts';
+import { rfc3339 } from '../../domain/time.ts';
 import { VERSION } from '../../lib/version.ts';
 import { sweepOnce } from '../maintenance/doorbell-sweep.ts';
 import { CHANNEL_NOTE, TROUBLESHOOTING, hintsFor, verdictOf } from './self-tests.ts';

@@ -6,7 +6,7 @@ import type { Logger } from '../../lib/log.ts';
 import type { SessionRegistry } from '../../sessions/registry.ts';
 import { cleanUpSelfTestsUnscoped, getSelfTest, recordTestDelivery, settleUndeliveredTest, startSelfTest, takeTestDelivery, type Delivery, type SelfTestRow } from '../../store/selftests.ts';
 import { pruneRingsUnscoped } from '../../store/rings.ts';
-import { rfc3339 } from '../../store/time.ts';
+import { rfc3339 } from '../../domain/time.ts';
 import { VERSION } from '../../lib/version.ts';
 import type { Doorbell } from './doorbell.ts';
 
