@@ -4,7 +4,7 @@ import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { startThrowawayCluster, type RunningCluster } from '../src/db/cluster.ts';
+import { startThrowawayCluster, type RunningCluster } from '../test/support/throwaway-cluster.ts';
 import postgres from 'postgres';
 import { connect, type Sql } from '../src/db/connect.ts';
 import { migrate } from '../src/db/migrate.ts';

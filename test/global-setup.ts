@@ -1,5 +1,5 @@
 import type { TestProject } from 'vitest/node';
-import { startThrowawayCluster, sweepThrowawayClusters } from '../src/db/cluster.ts';
+import { startThrowawayCluster, sweepThrowawayClusters } from './support/throwaway-cluster.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {

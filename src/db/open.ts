@@ -1,6 +1,6 @@
 import type { Config } from '../config.ts';
 import type { Logger } from '../lib/log.ts';
-import { findRunningEmbeddedCluster, startEmbeddedCluster } from './cluster.ts';
+import { findRunningEmbeddedCluster, startEmbeddedCluster } from './cluster/embedded.ts';
 import { connect, redactUrl, type Sql } from './connect.ts';
 
 export interface Database {

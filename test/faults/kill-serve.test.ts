@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startThrowawayCluster, type RunningCluster } from '../../src/db/cluster.ts';
+import { startThrowawayCluster, type RunningCluster } from '../support/throwaway-cluster.ts';
 import { connect, type Sql } from '../../src/db/connect.ts';
 import { migrate } from '../../src/db/migrate.ts';
 import { apiCaller, humanWithToken } from '../support/app.ts';

@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApp, type App } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
-import { startThrowawayCluster, type RunningCluster } from '../../src/db/cluster.ts';
+import { startThrowawayCluster, type RunningCluster } from '../support/throwaway-cluster.ts';
 import { connect, type Sql } from '../../src/db/connect.ts';
 import { migrate } from '../../src/db/migrate.ts';
 import { createLogger } from '../../src/lib/log.ts';

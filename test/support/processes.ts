@@ -6,7 +6,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import type { RunningCluster } from '../../src/db/cluster.ts';
+import type { RunningCluster } from './throwaway-cluster.ts';
 
 /**
  * Real `switchboard serve` processes and PostgreSQL control for the fault tests: spawn, wait for

@@ -6,15 +6,11 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import postgres from 'postgres';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  findRunningEmbeddedCluster,
-  startEmbeddedCluster,
-  startThrowawayCluster,
-  type RunningCluster,
-} from './cluster.ts';
+import { startThrowawayCluster, type RunningCluster } from '../../../test/support/throwaway-cluster.ts';
+import { findRunningEmbeddedCluster, startEmbeddedCluster } from './embedded.ts';
 
-const clusterModuleUrl = pathToFileURL(fileURLToPath(new URL('./cluster.ts', import.meta.url))).href;
-const projectRoot = fileURLToPath(new URL('../..', import.meta.url));
+const clusterModuleUrl = pathToFileURL(fileURLToPath(new URL('./embedded.ts', import.meta.url))).href;
+const projectRoot = fileURLToPath(new URL('../../..', import.meta.url));
 const isRoot = process.getuid?.() === 0;
 const quiet = (): void => undefined;
 
