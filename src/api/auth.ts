@@ -1,8 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Clock } from '../lib/clock.ts';
-import type { Sql } from '../db/connect.ts';
 import { SwitchboardError } from '../domain/errors.ts';
-import { authenticatePersonalToken, type Human } from '../store/humans.ts';
+import type { Human, Humans } from '../services/humans.ts';
 import { sendError } from '../web/errors.ts';
 
 declare module 'fastify' {
@@ -25,10 +23,10 @@ function bearer(req: FastifyRequest): string | null {
  * The /api/v1 guard: only a personal token (sbp_...) opens it. Every refusal, whatever the
  * reason, is the same 401, so the answer never tells a caller which kind of token it held.
  */
-export function humanGuard(deps: { sql: Sql; clock: Clock }) {
+export function humanGuard(humans: Humans) {
   return async function guard(req: FastifyRequest, reply: FastifyReply): Promise<void> {
     const token = bearer(req);
-    const resolved = token ? await authenticatePersonalToken(deps.sql, token, deps.clock.now()) : null;
+    const resolved = token ? await humans.authenticateToken(token) : null;
     if (!resolved) {
       reply.header('WWW-Authenticate', API_REALM);
       await sendError(reply, new SwitchboardError('unauthenticated', 'a valid personal access token (sbp_...) is required'));

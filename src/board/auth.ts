@@ -1,6 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Human } from '../store/humans.ts';
-import { WEB_SESSION_TTL_MS } from '../store/web-sessions.ts';
+import { WEB_SESSION_TTL_MS, type Human } from '../services/humans.ts';
 import { csrfToken } from './csrf.ts';
 
 export const SESSION_COOKIE = 'sb_session';

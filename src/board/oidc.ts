@@ -1,7 +1,7 @@
 import * as client from 'openid-client';
 import { issuerAllowsHttp, type OidcSettings } from '../config.ts';
 import type { Logger } from '../lib/log.ts';
-import type { OidcIdentityInput as OidcIdentity } from '../store/humans.ts';
+import type { OidcIdentityInput as OidcIdentity } from '../services/humans.ts';
 
 /**
  * Board sign-in through an OpenID Connect provider: authorization code flow with PKCE (S256), a

@@ -1,13 +1,9 @@
 import type { Command } from 'commander';
-import { systemClock } from '../lib/clock.ts';
+import { openAdmin } from '../app.ts';
 import { ConfigError, loadConfig } from '../config.ts';
-import type { Sql } from '../db/connect.ts';
-import { migrate } from '../db/migrate.ts';
-import { openDatabase } from '../db/open.ts';
 import { createLogger } from '../lib/log.ts';
-import { addHuman, createToken, listHumans, listTokens, revokeToken } from '../store/humans.ts';
+import type { Humans } from '../services/humans.ts';
 import { rfc3339 } from '../domain/time.ts';
-import { createLoginLink } from '../store/web-sessions.ts';
 import type { CliContext } from './context.ts';
 import { CliError, printJson, printTable } from './output.ts';
 
@@ -16,7 +12,7 @@ import { CliError, printJson, printTable } from './output.ts';
  * date and runs `fn`. Admin commands act on the database directly: they are how the first human
  * and the first token come to exist.
  */
-export async function withDatabase<T>(ctx: CliContext, fn: (sql: Sql) => Promise<T>): Promise<T> {
+export async function withHumans<T>(ctx: CliContext, fn: (humans: Humans) => Promise<T>): Promise<T> {
   let config;
   try {
     config = loadConfig(ctx.env);
@@ -25,12 +21,11 @@ export async function withDatabase<T>(ctx: CliContext, fn: (sql: Sql) => Promise
     throw e;
   }
   const log = createLogger(config.logLevel === 'debug' ? 'debug' : 'warn', process.stderr);
-  const db = await openDatabase(config, log, { role: 'admin' });
+  const admin = await openAdmin(config, log);
   try {
-    await migrate(db.sql);
-    return await fn(db.sql);
+    return await fn(admin.humans);
   } finally {
-    await db.close();
+    await admin.close();
   }
 }
 
@@ -48,7 +43,7 @@ export function registerAdminCommands(program: Command, ctx: CliContext): void {
     .option('--email <email>', 'email address')
     .option('--json', 'print JSON')
     .action(async (handle: string, opts: { name?: string; email?: string; json?: boolean }) => {
-      const h = await withDatabase(ctx, (sql) => addHuman(sql, { handle, displayName: opts.name, email: opts.email }));
+      const h = await withHumans(ctx, (humans) => humans.add({ handle, displayName: opts.name, email: opts.email }));
       if (opts.json) return printJson(ctx.io, { id: h.id, handle: h.handle, display_name: h.display_name, email: h.email });
       ctx.io.out(`Added human ${h.handle} (${h.id}). Next: switchboard admin token create ${h.handle}\n`);
     });
@@ -57,7 +52,7 @@ export function registerAdminCommands(program: Command, ctx: CliContext): void {
     .description('list humans')
     .option('--json', 'print JSON')
     .action(async (opts: { json?: boolean }) => {
-      const rows = await withDatabase(ctx, (sql) => listHumans(sql));
+      const rows = await withHumans(ctx, (humans) => humans.list());
       if (opts.json) return printJson(ctx.io, rows.map((h) => ({ id: h.id, handle: h.handle, display_name: h.display_name, email: h.email, created_at: rfc3339(h.created_at) })));
       if (rows.length === 0) return ctx.io.out('No humans yet. Add one with `switchboard admin human add HANDLE`.\n');
       printTable(ctx.io, ['HANDLE', 'NAME', 'EMAIL', 'ID'], rows.map((h) => [h.handle, h.display_name, h.email, h.id]));
@@ -76,7 +71,7 @@ export function registerAdminCommands(program: Command, ctx: CliContext): void {
         if (e instanceof ConfigError) throw new CliError(e.message);
         throw e;
       }
-      const link = await withDatabase(ctx, (sql) => createLoginLink(sql, handle, systemClock.now()));
+      const link = await withHumans(ctx, (humans) => humans.createLoginLink(handle));
       const url = `${baseUrl}/login/${link.token}`;
       if (opts.json) return printJson(ctx.io, { url, handle: link.human.handle, expires_at: rfc3339(link.expiresAt) });
       ctx.io.out(`${url}\n`);
@@ -91,7 +86,7 @@ export function registerAdminCommands(program: Command, ctx: CliContext): void {
     .option('--name <name>', 'a label, e.g. the machine it is for')
     .option('--json', 'print JSON')
     .action(async (handle: string, opts: { name?: string; json?: boolean }) => {
-      const { token: plaintext, record } = await withDatabase(ctx, (sql) => createToken(sql, { handle, name: opts.name }));
+      const { token: plaintext, record } = await withHumans(ctx, (humans) => humans.createToken({ handle, name: opts.name }));
       if (opts.json) return printJson(ctx.io, { id: record.id, token: plaintext, prefix: record.token_prefix, name: record.name });
       ctx.io.out(`${plaintext}\n`);
       ctx.io.err(`Token ${record.token_prefix}… for ${handle} (id ${record.id}). It is shown once; store it now.\n`);
@@ -102,7 +97,7 @@ export function registerAdminCommands(program: Command, ctx: CliContext): void {
     .argument('<handle>', 'the human')
     .option('--json', 'print JSON')
     .action(async (handle: string, opts: { json?: boolean }) => {
-      const rows = await withDatabase(ctx, (sql) => listTokens(sql, handle));
+      const rows = await withHumans(ctx, (humans) => humans.listTokens(handle));
       const out = rows.map((t) => ({
         id: t.id,
         prefix: t.token_prefix,
@@ -120,7 +115,7 @@ export function registerAdminCommands(program: Command, ctx: CliContext): void {
     .description('revoke a token by id or prefix')
     .argument('<token>', 'token id or its sbp_ prefix')
     .action(async (ref: string) => {
-      const t = await withDatabase(ctx, (sql) => revokeToken(sql, ref, systemClock.now()));
+      const t = await withHumans(ctx, (humans) => humans.revokeToken(ref));
       ctx.io.out(`Revoked token ${t.token_prefix}… (${t.id}).\n`);
     });
 }

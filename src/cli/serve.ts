@@ -1,8 +1,6 @@
 import type { Command } from 'commander';
-import { startApp } from '../app.ts';
+import { openAdmin, startApp } from '../app.ts';
 import { ConfigError, loadConfig, type Config } from '../config.ts';
-import { migrate } from '../db/migrate.ts';
-import { openDatabase } from '../db/open.ts';
 import { createLogger } from '../lib/log.ts';
 import type { CliContext } from './context.ts';
 import { CliError } from './output.ts';
@@ -44,12 +42,8 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
     .action(async () => {
       const config = configFrom(ctx);
       const log = createLogger(config.logLevel, process.stderr);
-      const db = await openDatabase(config, log, { role: 'admin' });
-      try {
-        const applied = await migrate(db.sql);
-        ctx.io.out(applied.length ? `Applied ${applied.join(', ')}.\n` : 'Schema is up to date.\n');
-      } finally {
-        await db.close();
-      }
+      const { applied, close } = await openAdmin(config, log);
+      await close();
+      ctx.io.out(applied.length ? `Applied ${applied.join(', ')}.\n` : 'Schema is up to date.\n');
     });
 }

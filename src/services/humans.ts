@@ -1,0 +1,111 @@
+import type { Sql } from '../db/connect.ts';
+import type { Clock } from '../lib/clock.ts';
+import {
+  addHuman,
+  authenticatePersonalToken,
+  createToken,
+  humanForOidcIdentity,
+  listHumans,
+  listTokens,
+  revokeToken,
+  type Human,
+  type HumanToken,
+  type OidcIdentityInput,
+} from '../store/humans.ts';
+import { consumeLoginLink, createLoginLink, deleteWebSession, findWebSession, loginLinkUsable, openWebSession } from '../store/web-sessions.ts';
+
+export type { Human, HumanToken, OidcIdentityInput };
+export { LOGIN_LINK_TTL_MS, WEB_SESSION_TTL_MS } from '../store/web-sessions.ts';
+
+export interface HumansBase {
+  sql: Sql;
+  clock: Clock;
+}
+
+/** A board session just opened: the cookie value and when it ends. */
+export interface OpenedSession {
+  sessionToken: string;
+  humanId: string;
+  expiresAt: Date;
+}
+
+/**
+ * The people who own endpoints and how they prove it: personal access tokens for /api/v1 and the
+ * CLI, one-time sign-in links and OpenID Connect for the board, and the board's web sessions.
+ * Used by the API guard, the board's sign-in routes and `switchboard admin`.
+ */
+export class Humans {
+  constructor(private readonly base: HumansBase) {}
+
+  /** The human behind a personal access token (sbp_...), or null for anything else. */
+  authenticateToken(presented: string): Promise<{ human: Human; tokenId: string } | null> {
+    return authenticatePersonalToken(this.base.sql, presented, this.base.clock.now());
+  }
+
+  add(input: { handle: string; displayName?: string; email?: string }): Promise<Human> {
+    return addHuman(this.base.sql, input);
+  }
+
+  list(): Promise<Human[]> {
+    return listHumans(this.base.sql);
+  }
+
+  createToken(input: { handle: string; name?: string }): Promise<{ token: string; record: HumanToken }> {
+    return createToken(this.base.sql, input);
+  }
+
+  listTokens(handle: string): Promise<HumanToken[]> {
+    return listTokens(this.base.sql, handle);
+  }
+
+  /** By token id or display prefix. */
+  revokeToken(ref: string): Promise<HumanToken> {
+    return revokeToken(this.base.sql, ref, this.base.clock.now());
+  }
+
+  /** A one-time board sign-in link token for a human, valid LOGIN_LINK_TTL_MS. */
+  createLoginLink(handle: string): Promise<{ token: string; human: Human; expiresAt: Date }> {
+    return createLoginLink(this.base.sql, handle, this.base.clock.now());
+  }
+
+  /** Whether a sign-in link could still be used (spends nothing). */
+  loginLinkUsable(token: string): Promise<boolean> {
+    return loginLinkUsable(this.base.sql, token, this.base.clock.now());
+  }
+
+  /** The live session behind a cookie value, or null. */
+  findWebSession(sessionToken: string): Promise<{ human: Human; expiresAt: Date } | null> {
+    return findWebSession(this.base.sql, sessionToken, this.base.clock.now());
+  }
+
+  deleteWebSession(sessionToken: string): Promise<boolean> {
+    return deleteWebSession(this.base.sql, sessionToken);
+  }
+
+  /**
+   * Spends a sign-in link and opens a session for its human; null when the link is unknown, used
+   * or expired. A session the browser already had is ended only once the link proved good.
+   */
+  async signInByLink(linkToken: string, previousSessionToken?: string): Promise<OpenedSession | null> {
+    const opened = await consumeLoginLink(this.base.sql, linkToken, this.base.clock.now());
+    if (!opened) return null;
+    if (previousSessionToken) await this.deleteWebSession(previousSessionToken);
+    return opened;
+  }
+
+  /** The human behind an identity an OpenID Connect provider vouched for (bound, linked by email, or created). */
+  forOidcIdentity(identity: OidcIdentityInput): Promise<{ human: Human; created: boolean; linked: boolean }> {
+    return humanForOidcIdentity(this.base.sql, identity);
+  }
+
+  /** Signs in the human behind a verified OIDC identity, replacing the browser's previous session. */
+  async signInByOidc(
+    identity: OidcIdentityInput,
+    previousSessionToken?: string,
+  ): Promise<OpenedSession & { human: Human; created: boolean; linked: boolean }> {
+    const { human, created, linked } = await this.forOidcIdentity(identity);
+    if (previousSessionToken) await this.deleteWebSession(previousSessionToken);
+    const opened = await openWebSession(this.base.sql, human.id, this.base.clock.now());
+    return { ...opened, humanId: human.id, human, created, linked };
+  }
+}
