@@ -28,6 +28,7 @@ import { inactiveEndpointIdsUnscoped } from './store/endpoints.ts';
 import { queueStatsUnscoped } from './store/todos.ts';
 import { listenForWakeups } from './services/wakeups.ts';
 import { VERSION } from './lib/version.ts';
+import { Humans } from './services/humans.ts';
 
 export interface App {
   /** Where the server actually listens (the port is known only after listening on port 0). */
@@ -68,6 +69,21 @@ export interface AppOptions {
   notifyHookDelivery?: Pick<NotifyHookOptions, 'attempts' | 'backoffMs' | 'timeoutMs'>;
   /** Overrides the per-IP webhook ingest limit (benchmarks lift it). */
   ingestLimit?: BucketPolicy;
+}
+
+/**
+ * What `switchboard admin` and `switchboard migrate` act on: the database the server uses (an
+ * embedded cluster a running `serve` owns is shared), its schema brought up to date, no server.
+ */
+export async function openAdmin(config: Config, log: Logger): Promise<{ humans: Humans; applied: string[]; close(): Promise<void> }> {
+  const db = await openDatabase(config, log, { role: 'admin' });
+  try {
+    const applied = await migrate(db.sql);
+    return { humans: new Humans({ sql: db.sql, clock: systemClock }), applied, close: () => db.close() };
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
 }
 
 /** The composition root: database, migrations, HTTP server and background loops. */

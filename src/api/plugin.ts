@@ -19,6 +19,7 @@ import { TODO_STATES, insertEventAndTodo, listTodos, summarizeTodo, type TodoRow
 import { inputsOf, type PresenceService } from '../services/presence.ts';
 import { effective } from '../domain/presence/index.ts';
 import { humanGuard } from './auth.ts';
+import { Humans } from '../services/humans.ts';
 import { registerDoorbellTestRoutes } from './doorbell-tests.ts';
 import { registerPresenceRoutes } from './presence.ts';
 import type { SelfTests } from '../services/doorbell/self-tests.ts';
@@ -152,7 +153,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
 
   app.register(
     async (api) => {
-      api.addHook('onRequest', humanGuard({ sql, clock }));
+      api.addHook('onRequest', humanGuard(new Humans({ sql, clock })));
       api.addHook('onRequest', async (req: FastifyRequest) => {
         const write = req.method !== 'GET' && req.method !== 'HEAD';
         const wait = (write ? writeLimiter : readLimiter).take(req.humanTokenId!);

@@ -17,8 +17,7 @@ import { countHumanTodos, getHumanTodo, latestSelfTests, listHumanTodos } from '
 import { endpointRevoked, listOwnEndpoints, resolveOwnEndpoint, revokeOwnEndpoint, vendEndpoint, type Endpoint } from '../store/endpoints.ts';
 import { TODO_STATES, type TodoState } from '../store/todos.ts';
 import { listEndpointEvents } from '../store/webhooks.ts';
-import { consumeLoginLink, deleteWebSession, findWebSession, loginLinkUsable, openWebSession } from '../store/web-sessions.ts';
-import { humanForOidcIdentity } from '../store/humans.ts';
+import { Humans } from '../services/humans.ts';
 import { SESSION_COOKIE, boardSession, clearSessionCookie, readCookie, setSessionCookie, type BoardSession } from './auth.ts';
 import { OIDC_STATE_COOKIE, OIDC_STATE_TTL_MS, OidcError, type OidcLogin } from './oidc.ts';
 import { csrfValid } from './csrf.ts';
@@ -140,6 +139,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
   const postLimiter = new RateLimiter(BOARD_POST_LIMIT, clock);
   const signInLimiter = new RateLimiter(BOARD_SIGN_IN_LIMIT, clock);
   const oidc = deps.oidc ?? null;
+  const humans = new Humans({ sql, clock });
   const events = new BoardEvents({
     sql,
     clock,
@@ -168,7 +168,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
       if (req.routeOptions.config.boardStatic) return;
       const token = readCookie(req, SESSION_COOKIE);
       if (token) {
-        const found = await findWebSession(sql, token, clock.now());
+        const found = await humans.findWebSession(token);
         if (found) req.boardSession = boardSession(found.human, token, found.expiresAt);
         // A cookie proven dead is cleared.
         else clearSessionCookie(reply, secure());
@@ -248,7 +248,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     board.get('/login/:token', signInRoute, async (req, reply) => {
       const { token } = req.params as { token: string };
       reply.header('referrer-policy', 'no-referrer');
-      if (!(await loginLinkUsable(sql, token, clock.now()))) return sendPage(reply, 404, loginDeadPage());
+      if (!(await humans.loginLinkUsable(token))) return sendPage(reply, 404, loginDeadPage());
       return sendPage(reply, 200, loginConfirmPage(token));
     });
 
@@ -257,9 +257,8 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
       reply.header('referrer-policy', 'no-referrer');
       // Login CSRF: only a form of this origin may spend a link.
       if (crossSite(req)) return sendPage(reply, 403, messagePage({ title: 'Forbidden' }, 'Refused', 'A sign-in link can only be confirmed from its own page.'));
-      const opened = await consumeLoginLink(sql, token, clock.now());
+      const opened = await humans.signInByLink(token, req.boardSession?.token);
       if (!opened) return sendPage(reply, 404, loginDeadPage());
-      if (req.boardSession) await deleteWebSession(sql, req.boardSession.token);
       setSessionCookie(reply, opened.sessionToken, secure());
       log.info({ human_id: opened.humanId }, 'board sign-in by link');
       return reply.redirect('/', 303);
@@ -299,9 +298,8 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
         if (err instanceof OidcError) return sendPage(reply, err.status, oidcFailedPage(err.message, true));
         throw err;
       }
-      const { human, created, linked } = await humanForOidcIdentity(sql, identity);
-      if (req.boardSession) await deleteWebSession(sql, req.boardSession.token);
-      const opened = await openWebSession(sql, human.id, now());
+      const opened = await humans.signInByOidc(identity, req.boardSession?.token);
+      const { human, created, linked } = opened;
       setSessionCookie(reply, opened.sessionToken, secure());
       log.info({ human_id: human.id, handle: human.handle, created, linked }, 'board sign-in by oidc');
       return reply.redirect('/', 302);
@@ -309,7 +307,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
 
     board.post('/logout', async (req, reply) => {
       const s = req.boardSession!;
-      await deleteWebSession(sql, s.token);
+      await humans.deleteWebSession(s.token);
       events.closeSession(hashSecret(s.token));
       clearSessionCookie(reply, secure());
       return reply.redirect('/login', 303);
