@@ -21,7 +21,7 @@ import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/lib/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
-import { claimNextTodo, completeTodo, type Caller } from '../src/store/todos.ts';
+import { claimNextTodo, completeTodo, type Caller } from '../src/store/todos/index.ts';
 import { drain, type DrainResult, pctOf, pgbenchInsertRate, seedPendingTodos, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({ options: { todos: { type: 'string', default: '5000' }, workers: { type: 'string', default: '8' } } });

@@ -27,7 +27,7 @@ import { connect } from '../src/db/connect.ts';
 import { createLogger } from '../src/lib/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
-import { claimNextTodo, completeTodo, insertEventAndTodo, type Caller } from '../src/store/todos.ts';
+import { claimNextTodo, completeTodo, insertEventAndTodo, type Caller } from '../src/store/todos/index.ts';
 import { connectAgent } from '../test/support/agents.ts';
 import { drain, type DrainResult, pctOf, pgbenchInsertRate, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
 

@@ -16,7 +16,7 @@ import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/lib/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
-import { insertEventAndTodo } from '../src/store/todos.ts';
+import { insertEventAndTodo } from '../src/store/todos/index.ts';
 import { summarize, withBenchDatabase } from './lib.ts';
 
 const DRIVER = fileURLToPath(new URL('./sessions-driver.ts', import.meta.url));

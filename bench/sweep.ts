@@ -14,7 +14,7 @@ import { ManualClock } from '../src/lib/clock.ts';
 import { PresenceService } from '../src/services/presence.ts';
 import { createLogger } from '../src/lib/log.ts';
 import { SessionRegistry } from '../src/sessions/registry.ts';
-import { chargeDueRingsUnscoped } from '../src/store/doorbells.ts';
+import { chargeDueRingsUnscoped } from '../src/store/todos/index.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { capturingPool, explainAnalyze, pgbenchInsertRate, printPlan, summarize, withBenchDatabase } from './lib.ts';
 

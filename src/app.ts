@@ -16,16 +16,15 @@ import { Metrics } from './lib/metrics.ts';
 import { SecretBox } from './lib/crypto-box.ts';
 import { Webhooks } from './services/webhooks.ts';
 import { NotifyHooks, type NotifyHookOptions } from './services/notify-hooks.ts';
-import type { TodoRow } from './store/todos.ts';
+import type { TodoRow } from './store/todos/index.ts';
 import { countSignedWebhooksUnscoped } from './store/webhooks.ts';
 import { PRESENCE_EVALUATOR_INTERVAL_MS, PresenceService } from './services/presence.ts';
 import { SWEEP_INTERVAL_MS, sweepOnce } from './services/maintenance/doorbell-sweep.ts';
 import { EndpointCredentials } from './services/endpoint-credentials.ts';
 import { SessionRegistry } from './sessions/registry.ts';
 import { REAPER_INTERVAL_MS, reapOnce } from './services/maintenance/reaper.ts';
-import { freshReadyTodos } from './store/doorbells.ts';
 import { inactiveEndpointIdsUnscoped } from './store/endpoints.ts';
-import { queueStatsUnscoped } from './store/todos.ts';
+import { freshReadyTodos, queueStatsUnscoped } from './store/todos/index.ts';
 import { listenForWakeups } from './services/wakeups.ts';
 import { VERSION } from './lib/version.ts';
 import { Humans } from './services/humans.ts';
@@ -131,7 +130,6 @@ export async function startApp(opts: AppOptions): Promise<App> {
   };
   const selfTests = new SelfTests(sql, clock, log, sessions, doorbell, {
     ringDelayMs: opts.selfTestRingDelayMs,
-    notify: async (testId) => void (await sql`select pg_notify('doorbell_test', ${testId})`),
   });
   /** Forget a revoked endpoint on this instance: its cached credential and its sessions. */
   const dropEndpoint = (endpointId: string): number => {
@@ -180,7 +178,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       sql,
       {
         endpoint_revoked: {
-          onNotify: (endpointId) => {
+          onNotify: ({ endpointId }) => {
             const closed = dropEndpoint(endpointId);
             if (closed) log.info({ endpoint_id: endpointId, sessions: closed }, 'closed sessions of a revoked endpoint');
           },
@@ -199,16 +197,11 @@ export async function startApp(opts: AppOptions): Promise<App> {
           onListen: () => void presence.refreshCache().catch(() => {}),
         },
         doorbell_test: {
-          onNotify: (testId) =>
+          onNotify: ({ testId }) =>
             void selfTests.onWakeup(testId).catch((err: unknown) => log.warn({ err: (err as Error).message, test_id: testId }, 'self-test wakeup failed')),
         },
         todo_ready: {
-          // '<endpoint_id>:<queue>'; queue names never hold a colon but split on the first anyway.
-          onNotify: (payload) => {
-            const cut = payload.indexOf(':');
-            if (cut < 0) return;
-            ringFresh(payload.slice(0, cut), payload.slice(cut + 1));
-          },
+          onNotify: ({ endpointId, queue }) => ringFresh(endpointId, queue),
           // Notifications sent while the listener was reconnecting are lost: ring what became ready
           // meanwhile on every queue of every endpoint held here (the gate stops a second ring).
           onListen: () => {

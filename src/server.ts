@@ -1,19 +1,21 @@
-import Fastify, { type FastifyInstance } from 'fastify';
-import { SwitchboardError, databaseUnavailable, isSwitchboardError, unstorableInput } from './domain/errors.ts';
-import { registerMcp } from './mcp/transport.ts';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { SwitchboardError } from './domain/errors.ts';
+import { registerMcp, sendRpcFailure } from './mcp/transport.ts';
 import { registerIngest } from './ingest-http/routes.ts';
 import type { Metrics } from './lib/metrics.ts';
 import type { OidcLogin } from './board/oidc.ts';
-import { registerBoard } from './board/plugin.ts';
+import { BOARD_CSP, registerBoard } from './board/plugin.ts';
 import { constantTimeEqual } from './lib/secrets.ts';
 import type { EndpointCredentials } from './services/endpoint-credentials.ts';
 import type { Session, SessionRegistry } from './sessions/registry.ts';
 import type { AgentServices } from './mcp/tools.ts';
-import type { TodoRow } from './store/todos.ts';
+import type { TodoRow } from './store/todos/index.ts';
+import { pingDatabase } from './store/health.ts';
 import type { BucketPolicy } from './web/rate-limit.ts';
 import { VERSION } from './lib/version.ts';
 import { API_BODY_LIMIT, registerApi } from './api/plugin.ts';
-import { fromFastifyError, sendError } from './web/errors.ts';
+import { classifyAndLog, sendError } from './web/errors.ts';
+import { sendBoardError } from './board/error-page.ts';
 
 export interface ServerDeps extends AgentServices {
   baseUrl: () => string;
@@ -58,6 +60,13 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
   app.addHook('onSend', async (_req, reply) => {
     for (const [k, v] of Object.entries(SECURITY_HEADERS)) {
       if (!reply.hasHeader(k)) reply.header(k, v);
+    // Refusals before routing (bad percent-encoding, an over-long segment) in the wire of the path's surface.
+    frameworkErrors: (err, req, reply) => {
+      const e = classifyAndLog(err, deps.log, { method: req.method }, 'request');
+      if (req.url.startsWith('/mcp/')) return sendRpcFailure(reply as FastifyReply, e);
+      if (req.url.startsWith('/api/') || req.url.startsWith('/webhooks/')) return sendError(reply, e);
+      return sendBoardError(reply.header('content-security-policy', BOARD_CSP), e, undefined);
+    },
     }
     if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
   });
@@ -69,26 +78,15 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     );
   });
 
-  app.setErrorHandler(async (err, req, reply) => {
-    if (isSwitchboardError(err)) return sendError(reply, err);
-    const mapped = fromFastifyError(err as { code?: string; statusCode?: number; message: string });
-    if (mapped) return sendError(reply, mapped);
-    const unstorable = unstorableInput(err);
-    if (unstorable) return sendError(reply, unstorable);
-    const down = databaseUnavailable(err);
-    if (down) {
-      deps.log.warn({ err: (err as Error).message, method: req.method, route: req.routeOptions.url }, 'request failed: database unreachable');
-      return sendError(reply, down);
-    }
-    deps.log.error({ err, method: req.method, route: req.routeOptions.url }, 'unhandled error');
-    return sendError(reply, new SwitchboardError('internal', 'internal error'));
-  });
+  app.setErrorHandler(async (err, req, reply) =>
+    sendError(reply, classifyAndLog(err, deps.log, { method: req.method, route: req.routeOptions.url }, 'request')),
+  );
 
   app.setNotFoundHandler(async (_req, reply) => sendError(reply, new SwitchboardError('not_found', 'no such route')));
 
   app.get('/healthz', async (req, reply) => {
     try {
-      await deps.sql`select 1`;
+      await pingDatabase(deps.sql);
     } catch (err) {
       deps.log.warn({ err: (err as Error).message }, 'health check: database unreachable');
       return reply.code(503).type('text/plain; charset=utf-8').send('db down\n');

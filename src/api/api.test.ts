@@ -5,7 +5,7 @@ import { apiCaller, migratedDatabase, startTestApp } from '../../test/support/ap
 import type { Sql } from '../db/connect.ts';
 import { authenticateEndpointCredentialUnscoped, vendEndpoint } from '../store/endpoints.ts';
 import { addHuman, createToken, revokeToken } from '../store/humans.ts';
-import { claimTodo, completeTodo, failTodo, type Caller } from '../store/todos.ts';
+import { claimTodo, completeTodo, failTodo, type Caller } from '../store/todos/index.ts';
 
 // The operator API over real HTTP against a real server and a real database of this file's own.
 // Expected values are spelled out here rather than imported, so a drifting constant fails a test.

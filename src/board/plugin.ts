@@ -4,8 +4,9 @@ import type { Clock } from '../lib/clock.ts';
 import type { Sql } from '../db/connect.ts';
 import { inputsOf, type PresenceService } from '../services/presence.ts';
 import type { SelfTests } from '../services/doorbell/self-tests.ts';
-import { SwitchboardError, databaseUnavailable, invalidArgument, isSwitchboardError } from '../domain/errors.ts';
-import { HTTP_STATUS, fromFastifyError } from '../web/errors.ts';
+import { SwitchboardError, invalidArgument, isSwitchboardError } from '../domain/errors.ts';
+import { HTTP_STATUS, classifyAndLog } from '../web/errors.ts';
+import { notFoundPage, sendBoardError, sendPage } from './error-page.ts';
 import { RateLimiter } from '../web/rate-limit.ts';
 import type { Webhooks } from '../services/webhooks.ts';
 import type { Logger } from '../lib/log.ts';
@@ -21,7 +22,7 @@ import { Humans } from '../services/humans.ts';
 import { SESSION_COOKIE, boardSession, clearSessionCookie, readCookie, setSessionCookie, type BoardSession } from './auth.ts';
 import { OIDC_STATE_COOKIE, OIDC_STATE_TTL_MS, OidcError, type OidcLogin } from './oidc.ts';
 import { csrfValid } from './csrf.ts';
-import { html, path } from './html.ts';
+import { path } from './html.ts';
 import {
   HTMX_ASSET,
   alreadyVendedPage,
@@ -196,21 +197,9 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
       }
     });
 
-    board.setErrorHandler(async (err, req, reply) => {
-      const s = req.boardSession;
-      let e: SwitchboardError | null = isSwitchboardError(err)
-        ? err
-        : (fromFastifyError(err as { code?: string; statusCode?: number; message: string }) ?? databaseUnavailable(err));
-      if (!e) {
-        log.error({ err, method: req.method, route: req.routeOptions.url }, 'board: unhandled error');
-        e = new SwitchboardError('internal', 'internal error');
-      }
-      if ((e.code === 'rate_limited' || e.code === 'unavailable') && typeof e.details.retry_after === 'number') reply.header('retry-after', String(e.details.retry_after));
-      const status = HTTP_STATUS[e.code];
-      if (e.code === 'not_found') return sendPage(reply, 404, notFoundPage(s));
-      const heading = e.code === 'conflict' ? 'Not possible now' : e.code === 'internal' ? 'Something went wrong' : e.code === 'unavailable' ? 'Try again shortly' : 'Refused';
-      return sendPage(reply, status, messagePage({ title: heading, session: s }, heading, e.message, backLink(s)));
-    });
+    board.setErrorHandler(async (err, req, reply) =>
+      sendBoardError(reply, classifyAndLog(err, log, { method: req.method, route: req.routeOptions.url }, 'board'), req.boardSession),
+    );
 
     const publicRoute = { config: { boardPublic: true } };
     /** Public routes that spend a link or talk to the provider: limited per client IP. */
@@ -569,19 +558,6 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
 }
 
 /** Every board page is one person's data (one shows a credential): never stored by a cache. */
-function sendPage(reply: FastifyReply, status: number, body: string): FastifyReply {
-  if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
-  return reply.code(status).type('text/html; charset=utf-8').send(body);
-}
-
-function backLink(s: BoardSession | undefined) {
-  return s ? html`<p><a href="/">Back to your endpoints</a></p>` : html`<p><a href="/login">Sign in</a></p>`;
-}
-
-function notFoundPage(s: BoardSession | undefined): string {
-  return messagePage({ title: 'Not found', session: s }, 'Not found', 'Nothing by that id belongs to you.', backLink(s));
-}
-
 /** True for a request a browser says came from another site (Sec-Fetch-Site, else Origin vs Host). */
 function crossSite(req: FastifyRequest): boolean {
   const site = req.headers['sec-fetch-site'];

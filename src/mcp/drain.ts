@@ -18,7 +18,7 @@ import {
   type Caller,
   type TodoRow,
   type TodoState,
-} from '../store/todos.ts';
+} from '../store/todos/index.ts';
 import { defineTool, type Tool, type ToolContext } from './tools.ts';
 
 /** The drain verbs: how an agent takes work off its queues and finishes it. */

@@ -13,7 +13,7 @@ import { ManualClock } from '../lib/clock.ts';
 import { retryBackoffSeconds } from '../domain/lifecycle.ts';
 import { createLogger } from '../lib/log.ts';
 import { reapOnce } from './maintenance/reaper.ts';
-import { insertEventAndTodo, type TodoRow } from '../store/todos.ts';
+import { insertEventAndTodo, type TodoRow } from '../store/todos/index.ts';
 import { VERSION } from '../lib/version.ts';
 
 /**

@@ -14,7 +14,7 @@ import { effective } from '../domain/presence/index.ts';
 import { deleteHook, getEndpointHook, hookTargets, insertHook, listHooks, recordHookOutcome, rotateHook, type HookRow } from '../store/hooks.ts';
 import { pushEligibleBacklog } from '../store/presence.ts';
 import { rfc3339 } from '../domain/time.ts';
-import type { TodoRow } from '../store/todos.ts';
+import type { TodoRow } from '../store/todos/index.ts';
 import { VERSION } from '../lib/version.ts';
 import { mintHookSecret, signatureHeader } from '../lib/hook-signing.ts';
 import { checkHookTarget, type OutboundPolicy } from '../lib/ssrf.ts';

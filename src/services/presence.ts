@@ -1,4 +1,5 @@
 import type { Clock } from '../lib/clock.ts';
+import type { ChannelPayloads } from '../store/channels.ts';
 import type { Sql } from '../db/connect.ts';
 import type { Logger } from '../lib/log.ts';
 import type { SessionRegistry } from '../sessions/registry.ts';
@@ -193,15 +194,12 @@ export class PresenceService {
    * LISTEN endpoint_presence. `<id>:in` / `<id>:out` is a claimed transition: refresh, and on `in`
    * send one digest to one local session with an open stream. `<id>:refresh` only refreshes.
    */
-  async onWakeup(payload: string): Promise<void> {
-    const cut = payload.lastIndexOf(':');
-    const endpointId = payload.slice(0, cut);
-    const what = payload.slice(cut + 1);
+  async onWakeup({ endpointId, change }: ChannelPayloads['endpoint_presence']): Promise<void> {
     if (this.sessions.sessionsOf(endpointId).length === 0) return;
     const row = await readPresence(this.sql, endpointId);
     if (!row) return;
     this.#cache.set(endpointId, inputsOf(row));
-    if (what === 'in') await this.sendDigest(endpointId, digestReason(row.presence_changed_by));
+    if (change === 'in') await this.sendDigest(endpointId, digestReason(row.presence_changed_by));
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { Sql } from '../db/connect.ts';
 import { RESERVED_QUEUE } from '../domain/scope.ts';
 import type { SelfTestRow } from './selftests.ts';
-import type { TodoRow, TodoState } from './todos.ts';
+import type { TodoRow, TodoState } from './todos/row.ts';
 
 /**
  * The board's reads across all of one human's endpoints. Every query reaches todos through

@@ -3,6 +3,8 @@ import type { Sql, TxSql } from '../db/connect.ts';
 import { conflict, invalidArgument, notFound } from '../domain/errors.ts';
 import { normalizeQueues, normalizeVerbs } from '../domain/scope.ts';
 import { ENDPOINT_CREDENTIAL_PREFIX, hashSecret, mintSecret } from '../lib/secrets.ts';
+import { notify } from './channels.ts';
+import { live } from './todos/predicates.ts';
 
 export interface Endpoint {
   id: string;
@@ -149,9 +151,8 @@ export async function revokeOwnEndpoint(
       update todos set state = 'failed', owner = null, lease_expires_at = null, lease_token_hash = null, next_retry_at = null,
         result = ${tx.json({ error: 'endpoint_revoked', detail: `endpoint ${current.slug} was revoked` })},
         completed_at = ${now}, updated_at = ${now}
-      where endpoint_id = ${current.id}
-        and (state in ('pending', 'claimed') or (state = 'failed' and next_retry_at is not null))`;
-    await tx`select pg_notify('endpoint_revoked', ${current.id})`;
+      where endpoint_id = ${current.id} and ${live(tx)}`;
+    await notify(tx, 'endpoint_revoked', { endpointId: current.id });
     return { endpoint: await getOwnEndpointById(tx, humanId, current.id), deadLettered: dead.count };
   });
 }

@@ -51,7 +51,7 @@ describe('todo plans', () => {
   for (const generic of [false, true]) {
     it(`a held-claim transition by id uses the primary key (${generic ? 'generic' : 'custom'} plan)`, async () => {
       const [{ id }] = (await db.sql`select id from todos limit 1`) as unknown as [{ id: string }];
-      // The WHERE of transitionHeld (heartbeat, complete, fail, release) in src/store/todos.ts.
+      // The WHERE of transitionHeld (heartbeat, complete, fail, release) in src/store/todos/transitions.ts.
       const used = await indexesUsed(
         `update todos set updated_at = now()
          where id = $1 and endpoint_id = $2 and not synthetic and queue = any($3::text[]) and queue <> '_switchboard'

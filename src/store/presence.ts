@@ -1,5 +1,6 @@
 import type { Sql } from '../db/connect.ts';
-import { pushEligible } from './doorbells.ts';
+import { notify, presenceNotifyPerRow } from './channels.ts';
+import { pushEligible } from './todos/predicates.ts';
 
 /** The stored presence columns of one endpoint, as the pure presence package reads them. */
 export interface PresenceRow {
@@ -84,7 +85,7 @@ export async function claimPresenceTransitions(sql: Sql, changes: readonly Prese
       from wanted w where e.id = w.id and e.presence_seen <> w.to_presence
       returning e.id, w.to_presence as to, w.by_whom as by
     )
-    select c.id, c.to, c.by, pg_notify('endpoint_presence', c.id::text || ':' || c.to) from claimed c`;
+    select c.id, c.to, c.by, ${presenceNotifyPerRow(sql, 'c.id', 'c.to')} from claimed c`;
   return rows.map((r) => ({ endpointId: r.id, to: r.to, by: r.by }));
 }
 
@@ -93,7 +94,7 @@ export async function claimPresenceTransitions(sql: Sql, changes: readonly Prese
  * `<id>:refresh` only refreshes caches; transitions are broadcast by claimPresenceTransition.
  */
 export async function notifyPresenceWritten(sql: Sql, endpointId: string): Promise<void> {
-  await sql`select pg_notify('endpoint_presence', ${`${endpointId}:refresh`})`;
+  await notify(sql, 'endpoint_presence', { endpointId, change: 'refresh' });
 }
 
 export interface BacklogTodo {

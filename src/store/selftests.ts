@@ -1,7 +1,7 @@
 import type { Sql } from '../db/connect.ts';
 import { SwitchboardError } from '../domain/errors.ts';
 import { rfc3339 } from '../domain/time.ts';
-import { newTodoId } from './todos.ts';
+import { newTodoId } from './todos/row.ts';
 
 export type Delivery = 'written' | 'no_session' | 'no_stream' | 'write_failed';
 
@@ -128,4 +128,10 @@ export async function cleanUpSelfTestsUnscoped(sql: Sql, now: Date): Promise<{ t
     where t.synthetic and d.todo_id = t.id and d.expires_at <= ${now} returning 1`;
   const reports = await sql`delete from doorbell_tests where expires_at < ${now}::timestamptz - interval '7 days' returning 1`;
   return { todos: todos.length, reports: reports.length };
+}
+
+/** The endpoint a test belongs to, for the instance that may ring it. Unscoped: a wakeup has no caller. */
+export async function selfTestEndpointUnscoped(sql: Sql, testId: string): Promise<string | null> {
+  const [row] = await sql<{ endpoint_id: string }[]>`select endpoint_id from doorbell_tests where test_id = ${testId}`;
+  return row?.endpoint_id ?? null;
 }

@@ -6,7 +6,7 @@ import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../..
 import type { App } from '../../app.ts';
 import { ManualClock } from '../../lib/clock.ts';
 import { createLogger } from '../../lib/log.ts';
-import { insertEventAndTodo } from '../../store/todos.ts';
+import { insertEventAndTodo } from '../../store/todos/index.ts';
 import { connectAgent, settle, until, type Agent, type Notification, type Vended } from '../../../test/support/agents.ts';
 
 /**

@@ -4,7 +4,19 @@ import type { Sql } from '../../db/connect.ts';
 import { SwitchboardError, invalidArgument, notFound } from '../../domain/errors.ts';
 import type { Logger } from '../../lib/log.ts';
 import type { SessionRegistry } from '../../sessions/registry.ts';
-import { cleanUpSelfTestsUnscoped, getSelfTest, recordTestDelivery, settleUndeliveredTest, startSelfTest, takeTestDelivery, type Delivery, type SelfTestRow } from '../../store/selftests.ts';
+import {
+  cleanUpSelfTestsUnscoped,
+  getSelfTest,
+  recordTestDelivery,
+  selfTestEndpointUnscoped,
+  settleUndeliveredTest,
+  startSelfTest,
+  takeTestDelivery,
+  type Delivery,
+  type SelfTestRow,
+} from '../../store/selftests.ts';
+import { notify } from '../../store/channels.ts';
+import { todoQueueUnscoped } from '../../store/todos/index.ts';
 import { pruneRingsUnscoped } from '../../store/rings.ts';
 import { rfc3339 } from '../../domain/time.ts';
 import { VERSION } from '../../lib/version.ts';
@@ -79,7 +91,7 @@ export class SelfTests {
     private readonly log: Logger,
     private readonly sessions: SessionRegistry,
     private readonly doorbell: Doorbell,
-    private readonly opts: { ringDelayMs?: number; takeGraceMs?: number; notify?: (testId: string) => Promise<void> } = {},
+    private readonly opts: { ringDelayMs?: number; takeGraceMs?: number } = {},
   ) {}
 
   async start(endpoint: SelfTestEndpoint, waitSecondsRaw: unknown) {
@@ -149,8 +161,8 @@ export class SelfTests {
 
   /** Another instance announced a due test ring: take it if a session of its endpoint is here. */
   async onWakeup(testId: string): Promise<void> {
-    const [row] = await this.sql<{ endpoint_id: string }[]>`select endpoint_id from doorbell_tests where test_id = ${testId}`;
-    if (!row || this.sessions.sessionsOf(row.endpoint_id).length === 0) return;
+    const endpointId = await selfTestEndpointUnscoped(this.sql, testId);
+    if (!endpointId || this.sessions.sessionsOf(endpointId).length === 0) return;
     await this.#deliverHere(testId);
   }
 
@@ -172,7 +184,7 @@ export class SelfTests {
       return;
     }
     // No session here: let the instance that hosts one take it, or settle it as no_session.
-    await this.opts.notify?.(testId);
+    await notify(this.sql, 'doorbell_test', { testId });
     this.#later(this.opts.takeGraceMs ?? TEST_TAKE_GRACE_MS, async () => {
       if (await settleUndeliveredTest(this.sql, testId, this.clock.now())) {
         this.log.info({ slug: endpoint.slug, test_id: testId }, 'self-test ring found no session');
@@ -184,9 +196,8 @@ export class SelfTests {
     const row = await takeTestDelivery(this.sql, testId, this.#instanceId);
     if (!row) return;
     const session = this.sessions.sessionsOf(row.endpoint_id)[0];
-    const target = { id: row.todo_id, endpoint_id: row.endpoint_id, queue: '', title: 'Switchboard self-test', kind: 'doorbell_test' };
-    const [todo] = await this.sql<{ queue: string }[]>`select queue from todos where id = ${row.todo_id}`;
-    target.queue = todo?.queue ?? '';
+    const queue = (await todoQueueUnscoped(this.sql, row.todo_id)) ?? '';
+    const target = { id: row.todo_id, endpoint_id: row.endpoint_id, queue, title: 'Switchboard self-test', kind: 'doorbell_test' };
     const outcome = this.doorbell.ringTest(target, row.wait_seconds);
     const delivery: Delivery = outcome.rung
       ? 'written'

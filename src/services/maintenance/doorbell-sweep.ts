@@ -1,7 +1,7 @@
 import type { Clock } from '../../lib/clock.ts';
 import type { Sql } from '../../db/connect.ts';
 import type { Logger } from '../../lib/log.ts';
-import { chargeDueRingsUnscoped } from '../../store/doorbells.ts';
+import { chargeDueRingsUnscoped } from '../../store/todos/index.ts';
 import type { Doorbell } from '../doorbell/doorbell.ts';
 
 export const SWEEP_INTERVAL_MS = 30_000;

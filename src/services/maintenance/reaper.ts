@@ -1,8 +1,14 @@
 import type { Clock } from '../../lib/clock.ts';
 import type { Sql } from '../../db/connect.ts';
 import type { Logger } from '../../lib/log.ts';
-import { notifyTodoReady, pushEligibleTodosByIds } from '../../store/doorbells.ts';
-import { reapExpiredLeasesUnscoped, requeueDueRetriesUnscoped, type Moved, type TodoRow } from '../../store/todos.ts';
+import { notify } from '../../store/channels.ts';
+import {
+  pushEligibleTodosByIds,
+  reapExpiredLeasesUnscoped,
+  requeueDueRetriesUnscoped,
+  type Moved,
+  type TodoRow,
+} from '../../store/todos/index.ts';
 
 export const REAPER_INTERVAL_MS = 30_000;
 
@@ -34,7 +40,7 @@ export async function reapOnce(deps: {
   const ready = new Set([...reaped, ...requeued].filter((m) => m.state === 'pending').map((m) => `${m.endpoint_id}\n${m.queue}`));
   for (const key of ready) {
     const [endpointId, queue] = key.split('\n') as [string, string];
-    await notifyTodoReady(deps.sql, endpointId, queue);
+    await notify(deps.sql, 'todo_ready', { endpointId, queue });
   }
   const pending = [...reaped, ...requeued].filter((m) => m.state === 'pending').map((m) => m.id);
   if (deps.onRequeued && pending.length > 0) deps.onRequeued(await pushEligibleTodosByIds(deps.sql, pending));

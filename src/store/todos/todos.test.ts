@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migratedDatabase } from '../../test/support/app.ts';
-import { ManualClock } from '../lib/clock.ts';
-import type { Sql } from '../db/connect.ts';
-import { SwitchboardError } from '../domain/errors.ts';
-import { DEFAULT_LEASE_SECONDS, retryBackoffSeconds } from '../domain/lifecycle.ts';
-import { vendEndpoint } from './endpoints.ts';
-import { addHuman } from './humans.ts';
+import { migratedDatabase } from '../../../test/support/app.ts';
+import { ManualClock } from '../../lib/clock.ts';
+import type { Sql } from '../../db/connect.ts';
+import { SwitchboardError } from '../../domain/errors.ts';
+import { DEFAULT_LEASE_SECONDS, retryBackoffSeconds } from '../../domain/lifecycle.ts';
+import { vendEndpoint } from '../endpoints.ts';
+import { addHuman } from '../humans.ts';
 import {
   claimNextTodo,
   claimTodo,
@@ -20,7 +20,7 @@ import {
   requeueDueRetriesUnscoped,
   type Caller,
   type EventInput,
-} from './todos.ts';
+} from './index.ts';
 
 let db: Awaited<ReturnType<typeof migratedDatabase>>;
 let sql: Sql;

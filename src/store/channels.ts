@@ -1,0 +1,77 @@
+import type { Sql, TxSql } from '../db/connect.ts';
+
+/**
+ * The cross-instance NOTIFY channels and their payloads. Each channel has one encode and one
+ * decode here; the wire formats are shared with every instance of this version, so they must
+ * not change: `todo_ready` `<endpoint_id>:<queue>`, `endpoint_presence` `<endpoint_id>:<in|out|refresh>`,
+ * `endpoint_revoked` `<endpoint_id>`, `doorbell_test` `<test id>`. Sent at commit, like any NOTIFY.
+ */
+export interface ChannelPayloads {
+  todo_ready: { endpointId: string; queue: string };
+  /** in/out: a claimed presence transition; refresh: an override or shift was written, re-read it. */
+  endpoint_presence: { endpointId: string; change: 'in' | 'out' | 'refresh' };
+  endpoint_revoked: { endpointId: string };
+  doorbell_test: { testId: string };
+}
+export type Channel = keyof ChannelPayloads;
+
+interface Codec<P> {
+  encode(payload: P): string;
+  /** null for a payload this version does not understand. */
+  decode(raw: string): P | null;
+}
+
+const PRESENCE_CHANGES = ['in', 'out', 'refresh'] as const;
+
+const codecs: { [C in Channel]: Codec<ChannelPayloads[C]> } = {
+  todo_ready: {
+    encode: (p) => `${p.endpointId}:${p.queue}`,
+    // Queue names never hold a colon, but split on the first anyway.
+    decode: (raw) => {
+      const cut = raw.indexOf(':');
+      return cut < 0 ? null : { endpointId: raw.slice(0, cut), queue: raw.slice(cut + 1) };
+    },
+  },
+  endpoint_presence: {
+    encode: (p) => `${p.endpointId}:${p.change}`,
+    decode: (raw) => {
+      const cut = raw.lastIndexOf(':');
+      const change = raw.slice(cut + 1) as ChannelPayloads['endpoint_presence']['change'];
+      return cut < 0 || !PRESENCE_CHANGES.includes(change) ? null : { endpointId: raw.slice(0, cut), change };
+    },
+  },
+  endpoint_revoked: {
+    encode: (p) => p.endpointId,
+    decode: (raw) => (raw ? { endpointId: raw } : null),
+  },
+  doorbell_test: {
+    encode: (p) => p.testId,
+    decode: (raw) => (raw ? { testId: raw } : null),
+  },
+};
+
+export const CHANNELS = Object.keys(codecs) as Channel[];
+
+export function encodePayload<C extends Channel>(channel: C, payload: ChannelPayloads[C]): string {
+  return (codecs[channel] as Codec<ChannelPayloads[C]>).encode(payload);
+}
+
+export function decodePayload<C extends Channel>(channel: C, raw: string): ChannelPayloads[C] | null {
+  return (codecs[channel] as Codec<ChannelPayloads[C]>).decode(raw);
+}
+
+/** The pg_notify call as an expression, for a statement that notifies alongside its own work. */
+export const notifyExpression = <C extends Channel>(sql: Sql | TxSql, channel: C, payload: ChannelPayloads[C]) =>
+  sql`pg_notify(${channel}, ${encodePayload(channel, payload)})`;
+
+/**
+ * `endpoint_presence` for every row of a statement, encoded in SQL from the row's columns (the
+ * same `<endpoint_id>:<in|out>` as encodePayload): a transition and its broadcast in one statement.
+ */
+export const presenceNotifyPerRow = (sql: Sql | TxSql, endpointIdColumn: string, changeColumn: string) =>
+  sql`pg_notify(${'endpoint_presence' satisfies Channel}, ${sql(endpointIdColumn)}::text || ':' || ${sql(changeColumn)})`;
+
+/** Sends one notification; delivered to every instance when the surrounding transaction commits. */
+export async function notify<C extends Channel>(sql: Sql | TxSql, channel: C, payload: ChannelPayloads[C]): Promise<void> {
+  await sql`select ${notifyExpression(sql, channel, payload)}`;
+}

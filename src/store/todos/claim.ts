@@ -1,0 +1,124 @@
+import type { Sql, TxSql } from '../../db/connect.ts';
+import { RESERVED_QUEUE } from '../../domain/scope.ts';
+import type { AckedRing } from '../rings.ts';
+import { claimable, claimableStates } from './predicates.ts';
+import { refusal, withinReach, type Caller } from './reach.ts';
+import type { TodoRow } from './row.ts';
+
+/** What a self-test todo's claim completes it with, in the same statement. */
+export const SELF_TEST_RESULT = { self_test: true, note: 'no work needed' } as const;
+
+/**
+ * The claim's assignments on `todos t`. A self-test (synthetic) todo is completed by its claim
+ * instead of leased: proving the doorbell loop is the only work it asks for.
+ */
+const claimSet = (sql: Sql | TxSql, caller: Caller, now: Date, lease: number, leaseTokenHash: string | null) => sql`
+  state = case when t.synthetic then 'done' else 'claimed' end,
+  owner = ${caller.owner},
+  claimed_session_id = ${caller.sessionId ?? null},
+  lease_token_hash = case when t.synthetic then null else ${leaseTokenHash} end,
+  lease_expires_at = case when t.synthetic then null else ${now}::timestamptz + make_interval(secs => ${lease}) end,
+  result = case when t.synthetic then ${sql.json(SELF_TEST_RESULT)} else t.result end,
+  completed_at = case when t.synthetic then ${now}::timestamptz else t.completed_at end,
+  attempt = t.attempt + 1, claimed_at = ${now}, next_retry_at = null, updated_at = ${now}`;
+
+/** A claimed todo and the doorbell rings its claim acknowledged. */
+export type ClaimedTodo = TodoRow & { acked_rings: AckedRing[] };
+
+/**
+ * Wraps a claiming UPDATE (a CTE named `claimed` returning t.*) so that, in the same statement and
+ * so the same transaction, the claim acknowledges every open ring of that todo on that endpoint and
+ * every digest ring sent before it, and a self-test claim is stamped on its test report.
+ */
+const withAcknowledgements = (sql: Sql | TxSql, caller: Caller, now: Date) => sql`
+  acked as (
+    update doorbell_rings r set acked_at = ${now}, ack_via = 'claim', acked_session_id = ${caller.sessionId ?? null}
+    from claimed c
+    where r.endpoint_id = c.endpoint_id and r.acked_at is null
+      and ((r.kind <> 'digest' and r.todo_id = c.id) or (r.kind = 'digest' and r.sent_at <= ${now}))
+    returning r.kind, r.synthetic, r.unheard_at
+  ),
+  tested as (
+    update doorbell_tests d set claimed_at = ${now}
+    from claimed c where c.synthetic and d.todo_id = c.id and d.claimed_at is null
+    returning d.test_id
+  )
+  select c.*, c.event_id::text as event_id,
+    coalesce((select json_agg(json_build_object('kind', a.kind, 'synthetic', a.synthetic, 'late', a.unheard_at is not null)) from acked a), '[]'::json) as acked_rings
+  from claimed c`;
+
+/**
+ * Claims one todo by id. With `leaseTokenHash` the claim is fenced: every later transition must
+ * present the token whose hash this is. A self-test todo may be claimed this way (only this way).
+ */
+export async function claimTodo(
+  sql: Sql,
+  caller: Caller,
+  id: string,
+  leaseSecs: number,
+  now: Date,
+  leaseTokenHash: string | null = null,
+): Promise<ClaimedTodo> {
+  const [row] = await sql<ClaimedTodo[]>`
+    with claimed as (
+      update todos t set ${claimSet(sql, caller, now, leaseSecs, leaseTokenHash)}
+      where ${withinReach(sql, caller, id, { includeSynthetic: true })} and ${claimable(sql, caller.owner, now)}
+      returning t.*
+    ), ${withAcknowledgements(sql, caller, now)}`;
+  if (row) return row;
+  throw await refusal(
+    sql,
+    caller,
+    id,
+    () => `todo ${id} is not claimable (claimed by someone else, finished, or waiting for its retry)`,
+    { includeSynthetic: true },
+  );
+}
+
+/**
+ * Claims the oldest claimable todo across the caller's queues, or returns null when none is.
+ *
+ * The candidates come oldest first from one ordered index scan per queue over the pending rows
+ * (todos_claim_scan_idx), merged with the few expired leases and due retries; each candidate is
+ * then locked, skipping rows another claimer holds, until one is taken. A single scan of every
+ * claimable state could use no index in that order: it walked the endpoint's whole history
+ * (done todos included) or sorted all its pending rows on every claim, which grew with the queue.
+ * The lock re-checks the claimable condition, so a row claimed meanwhile is passed over; a todo's
+ * endpoint, queue and synthetic flag never change once inserted, so the scans' check of those
+ * stands, and leaving them out of the lock's lookup keeps it on the primary key in every plan
+ * (a generic plan made while the table was small once chose an endpoint index there instead).
+ */
+export async function claimNextTodo(
+  sql: Sql,
+  caller: Caller,
+  queues: readonly string[],
+  leaseSecs: number,
+  now: Date,
+  leaseTokenHash: string | null = null,
+): Promise<ClaimedTodo | null> {
+  const wanted = [...new Set(queues)].filter((q) => q !== RESERVED_QUEUE);
+  if (wanted.length === 0) return null;
+  const eligible = sql`endpoint_id = ${caller.endpointId} and not synthetic and (assignee is null or assignee = ${caller.owner})`;
+  const states = claimableStates(sql, now);
+  const branches = [
+    ...wanted.map((q) => sql`(select id, created_at, seq from todos where ${eligible} and queue = ${q} and ${states.pending} order by created_at, seq)`),
+    sql`(select id, created_at, seq from todos where ${eligible} and queue = any(${sql.array(wanted)}::text[]) and ${states.expiredLease})`,
+    sql`(select id, created_at, seq from todos where ${eligible} and queue = any(${sql.array(wanted)}::text[]) and ${states.dueRetry})`,
+  ];
+  const candidates = branches.reduce((all, b) => sql`${all} union all ${b}`);
+  const [row] = await sql<ClaimedTodo[]>`
+    with picked as materialized (
+      select l.id from (${candidates}) c
+      cross join lateral (
+        select t.id from todos t where t.id = c.id and ${claimable(sql, caller.owner, now)}
+        for update skip locked
+      ) l
+      order by c.created_at, c.seq
+      limit 1
+    ), claimed as (
+      update todos t set ${claimSet(sql, caller, now, leaseSecs, leaseTokenHash)}
+      from picked where t.id = picked.id
+      returning t.*
+    ), ${withAcknowledgements(sql, caller, now)}`;
+  return row ?? null;
+}

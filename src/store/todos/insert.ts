@@ -1,0 +1,88 @@
+import type { Sql } from '../../db/connect.ts';
+import { conflict } from '../../domain/errors.ts';
+import { notifyExpression } from '../channels.ts';
+import { isPushEligible, liveKey } from './predicates.ts';
+import { newTodoId, type TodoRow } from './row.ts';
+
+export interface EventInput {
+  source: string;
+  family: 'webhook' | 'operator';
+  eventType?: string | null;
+  externalId?: string | null;
+  trustMode: 'signed' | 'token' | 'open' | 'operator';
+  verified: boolean;
+  verifyDetail?: string | null;
+  contentType?: string | null;
+  headers?: Record<string, string>;
+  payload?: Buffer | null;
+  /** The webhook that received it, and the endpoint that owns that webhook (or was pushed to). */
+  webhookId?: string | null;
+  endpointId?: string | null;
+}
+
+export interface NewTodo {
+  endpointId: string;
+  queue: string;
+  title: string;
+  source?: string | null;
+  kind?: string | null;
+  payload?: unknown;
+  idempotencyKey?: string | null;
+  maxAttempts?: number;
+  synthetic?: boolean;
+}
+
+/**
+ * Records one producer delivery and the todo it mints, in one transaction. When the idempotency
+ * key matches a live todo of the same endpoint, nothing is written and that todo is returned
+ * with created=false.
+ */
+export async function insertEventAndTodo(
+  sql: Sql,
+  event: EventInput,
+  todo: NewTodo,
+  now: Date,
+): Promise<{ todo: TodoRow; created: boolean; eventId: string | null; pushEligible: boolean }> {
+  return sql.begin(async (tx) => {
+    const key = todo.idempotencyKey ? todo.idempotencyKey : null;
+    // Event and todo in one statement; the todo may collapse onto a live one with the same key.
+    const [row] = await tx<(TodoRow & { new_event_id: string })[]>`
+      with ev as (
+        insert into events (source, family, event_type, external_id, trust_mode, verified, verify_detail,
+                            content_type, headers, payload, payload_size, webhook_id, endpoint_id, received_at)
+        values (${event.source}, ${event.family}, ${event.eventType ?? null}, ${event.externalId ?? null},
+                ${event.trustMode}, ${event.verified}, ${event.verifyDetail ?? null}, ${event.contentType ?? null},
+                ${tx.json(event.headers ?? {})}, ${event.payload ?? null}, ${event.payload?.length ?? 0},
+                ${event.webhookId ?? null}, ${event.endpointId ?? todo.endpointId}, ${now})
+        returning id
+      ), t as (
+        insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, idempotency_key,
+                           max_attempts, synthetic, created_at, updated_at)
+        select ${newTodoId()}, ${todo.endpointId}, ${todo.queue}, ${todo.source ?? null}, ${todo.kind ?? null},
+               ${todo.title}, ${tx.json((todo.payload ?? {}) as never)}, ev.id, ${key},
+               ${todo.maxAttempts ?? 5}, ${todo.synthetic ?? false}, ${now}, ${now}
+        from ev
+        on conflict (endpoint_id, idempotency_key) where ${liveKey(tx)} do nothing
+        returning *
+      )
+      select ev.id::text as new_event_id, t.*, t.event_id::text as event_id from ev left join t on true`;
+    const { new_event_id: newEventId, ...fields } = row!;
+    const ev = { id: newEventId };
+    const inserted = fields.id ? (fields as TodoRow) : undefined;
+    if (inserted) {
+      // The sender gate and, when it passes, the wakeup for other instances (delivered at commit).
+      const ready = notifyExpression(tx, 'todo_ready', { endpointId: inserted.endpoint_id, queue: inserted.queue });
+      const [gate] = await tx<{ eligible: boolean }[]>`
+        select ${isPushEligible(tx, inserted.id)} as eligible,
+               case when ${isPushEligible(tx, inserted.id)} then ${ready} end`;
+      return { todo: inserted, created: true, eventId: ev.id, pushEligible: gate!.eligible };
+    }
+    // A duplicate delivery changes nothing: drop the event row we just wrote.
+    await tx`delete from events where id = ${ev.id}`;
+    const [existing] = await tx<TodoRow[]>`
+      select *, event_id::text as event_id from todos
+      where endpoint_id = ${todo.endpointId} and idempotency_key = ${key} and ${liveKey(tx)}`;
+    if (!existing) throw conflict('a concurrent delivery with the same key is still being written; retry');
+    return { todo: existing, created: false, eventId: existing.event_id, pushEligible: false };
+  });
+}

@@ -1,0 +1,97 @@
+import type { Sql, TxSql } from '../../db/connect.ts';
+import { RESERVED_QUEUE } from '../../domain/scope.ts';
+import type { QueueStat } from '../../lib/metrics.ts';
+import { pushEligible } from './predicates.ts';
+import type { TodoRow, TodoState } from './row.ts';
+
+export interface ListFilter {
+  /** Restrict to these queues; undefined means every queue of the endpoint. */
+  queues?: readonly string[];
+  queue?: string;
+  state?: TodoState;
+  limit: number;
+  includeSynthetic?: boolean;
+}
+
+/** Newest first, one endpoint, the given queues only, never the reserved queue. */
+export async function listTodos(sql: Sql, endpointId: string, f: ListFilter): Promise<TodoRow[]> {
+  return sql<TodoRow[]>`
+    select *, event_id::text as event_id from todos
+    where endpoint_id = ${endpointId}
+      and queue <> ${RESERVED_QUEUE}
+      ${f.queues ? sql`and queue = any(${sql.array([...f.queues])}::text[])` : sql``}
+      ${f.queue ? sql`and queue = ${f.queue}` : sql``}
+      ${f.state ? sql`and state = ${f.state}` : sql``}
+      ${f.includeSynthetic ? sql`` : sql`and not synthetic`}
+    order by created_at desc, seq desc
+    limit ${f.limit}`;
+}
+
+/**
+ * Per known queue (any queue a todo used or an endpoint is granted): counts by state and the age
+ * of the oldest pending todo, for the metrics gauges. Self-test rows never count.
+ */
+export async function queueStatsUnscoped(sql: Sql, now: Date): Promise<QueueStat[]> {
+  const rows = await sql<QueueStat[]>`
+    with known as (
+      select distinct queue from todos where not synthetic
+      union select distinct unnest(scope_queues) from endpoints
+    )
+    select k.queue,
+      count(t.id) filter (where t.state = 'pending')::int as pending,
+      count(t.id) filter (where t.state = 'claimed')::int as claimed,
+      count(t.id) filter (where t.state = 'done')::int as done,
+      count(t.id) filter (where t.state = 'failed')::int as failed,
+      coalesce(extract(epoch from ${now}::timestamptz - min(t.created_at) filter (where t.state = 'pending')), 0)::float8 as oldest_pending_seconds
+    from known k left join todos t on t.queue = k.queue and not t.synthetic
+    where k.queue <> ${RESERVED_QUEUE}
+    group by k.queue order by k.queue`;
+  return [...rows];
+}
+
+export async function getTodo(
+  sql: Sql | TxSql,
+  endpointId: string,
+  id: string,
+  opts: { includeSynthetic?: boolean } = {},
+): Promise<TodoRow | null> {
+  const [row] = await sql<TodoRow[]>`
+    select *, event_id::text as event_id from todos
+    where id = ${id} and endpoint_id = ${endpointId} and queue <> ${RESERVED_QUEUE}
+      ${opts.includeSynthetic ? sql`` : sql`and not synthetic`}`;
+  return row ?? null;
+}
+
+/** The queue of any todo by id (a self-test ring names its todo's queue). Unscoped: no caller. */
+export async function todoQueueUnscoped(sql: Sql, id: string): Promise<string | null> {
+  const [row] = await sql<{ queue: string }[]>`select queue from todos where id = ${id}`;
+  return row?.queue ?? null;
+}
+
+/** Of the given todos, those that pass the sender gate now (e.g. just re-queued by the reaper). */
+export async function pushEligibleTodosByIds(sql: Sql, ids: readonly string[]): Promise<TodoRow[]> {
+  if (ids.length === 0) return [];
+  return sql<TodoRow[]>`
+    select t.*, t.event_id::text as event_id from todos t
+    where t.id = any(${sql.array([...ids])}::text[]) and ${pushEligible(sql)}`;
+}
+
+/**
+ * What a `todo_ready` wakeup rings: the oldest push-eligible todos of one endpoint and queue that
+ * became ready within the last `freshSeconds` (created or re-queued). Older work is the sweep's,
+ * with its budget; the wakeup only carries new work to sessions on other instances.
+ */
+export async function freshReadyTodos(
+  sql: Sql,
+  endpointId: string,
+  queue: string,
+  now: Date,
+  opts: { freshSeconds?: number; limit?: number } = {},
+): Promise<TodoRow[]> {
+  return sql<TodoRow[]>`
+    select t.*, t.event_id::text as event_id from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active'
+    where t.endpoint_id = ${endpointId} and t.queue = ${queue} and ${pushEligible(sql)}
+      and t.updated_at >= ${now}::timestamptz - make_interval(secs => ${opts.freshSeconds ?? 60})
+    order by t.created_at, t.seq
+    limit ${opts.limit ?? 16}`;
+}
