@@ -85,3 +85,15 @@ export function databaseUnavailable(err: unknown): SwitchboardError | null {
   if (!down) return null;
   return new SwitchboardError('unavailable', 'the database is unreachable; retry shortly', { retry_after: DATABASE_RETRY_AFTER_S });
 }
+
+/** A surface's own recogniser for errors only it knows (fastify's codes); null when not one of them. */
+export type Recognise = (err: unknown) => SwitchboardError | null;
+
+/**
+ * The one classification of anything thrown: a SwitchboardError as it is, then what the surface
+ * recognises, then text PostgreSQL refuses to store, then an unreachable database, else internal.
+ */
+export function classify(err: unknown, recognise?: Recognise): SwitchboardError {
+  if (isSwitchboardError(err)) return err;
+  return recognise?.(err) ?? unstorableInput(err) ?? databaseUnavailable(err) ?? new SwitchboardError('internal', 'internal error');
+}

@@ -1,4 +1,6 @@
 /** JSON-RPC 2.0 as MCP uses it: the message shapes and the error codes we answer with. */
+import type { SwitchboardError } from '../domain/errors.ts';
+import { HTTP_STATUS } from '../web/errors.ts';
 
 export type JsonRpcId = string | number;
 
@@ -68,3 +70,24 @@ export const rpcError = (id: JsonRpcId | null, code: number, message: string, da
   id,
   error: data === undefined ? { code, message } : { code, message, data },
 });
+
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  409: 'Conflict',
+  413: 'Payload Too Large',
+  415: 'Unsupported Media Type',
+  429: 'Too Many Requests',
+  503: 'Service Unavailable',
+};
+
+/** The JSON-RPC renderer of a classified error: its HTTP status, the error body and any Retry-After. */
+export function rpcFailure(e: SwitchboardError): { status: number; body: JsonRpcResponse; headers: Record<string, string> } {
+  const status = HTTP_STATUS[e.code];
+  const headers: Record<string, string> = typeof e.details.retry_after === 'number' ? { 'retry-after': String(e.details.retry_after) } : {};
+  if (e.code === 'internal') return { status, body: rpcError(null, INTERNAL_ERROR, 'Internal error'), headers };
+  const message = `${STATUS_TEXT[status] ?? 'Error'}: ${e.message}`;
+  return { status, body: rpcError(null, e.code === 'unavailable' ? INTERNAL_ERROR : TRANSPORT_ERROR, message), headers };
+}

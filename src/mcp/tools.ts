@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { Clock } from '../lib/clock.ts';
 import type { Sql } from '../db/connect.ts';
-import { SwitchboardError, databaseUnavailable, isSwitchboardError, unstorableInput } from '../domain/errors.ts';
+import type { SwitchboardError } from '../domain/errors.ts';
+import { classifyAndLog } from '../web/errors.ts';
 import type { DoorbellAcks } from '../services/doorbell/acks.ts';
 import type { PresenceService } from '../services/presence.ts';
 import type { SelfTests } from '../services/doorbell/self-tests.ts';
@@ -75,15 +76,6 @@ export async function callTool(tool: Tool, ctx: ToolContext, rawArgs: unknown): 
     const args = parseInput(tool.input, rawArgs ?? {}, 'arguments');
     return toolSuccess(await tool.run(ctx, args));
   } catch (err) {
-    if (isSwitchboardError(err)) return toolError(err);
-    const unstorable = unstorableInput(err);
-    if (unstorable) return toolError(unstorable);
-    const down = databaseUnavailable(err);
-    if (down) {
-      ctx.log.warn({ err: (err as Error).message, tool: tool.name, slug: ctx.session.endpoint.slug }, 'tool failed: database unreachable');
-      return toolError(down);
-    }
-    ctx.log.error({ err: (err as Error).message, tool: tool.name, slug: ctx.session.endpoint.slug }, 'tool failed');
-    return toolError(new SwitchboardError('internal', 'internal error'));
+    return toolError(classifyAndLog(err, ctx.log, { tool: tool.name, slug: ctx.session.endpoint.slug }, 'tool failed', () => null));
   }
 }

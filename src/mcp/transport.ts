@@ -1,13 +1,14 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { DATABASE_RETRY_AFTER_S, databaseUnavailable, unstorableInput } from '../domain/errors.ts';
+import { SwitchboardError } from '../domain/errors.ts';
+import { classifyAndLog, fromFastifyError } from '../web/errors.ts';
 import { RateLimiter, type BucketPolicy } from '../web/rate-limit.ts';
 import {
-  INTERNAL_ERROR,
   INVALID_REQUEST,
   PARSE_ERROR,
   SESSION_NOT_FOUND,
   TRANSPORT_ERROR,
   classify,
+  rpcFailure,
   rpcError,
   rpcResult,
   type JsonRpcResponse,
@@ -44,6 +45,12 @@ declare module 'fastify' {
   }
 }
 
+/** The body limit named in the refusal, so a client knows what fits. */
+function tooLarge(err: unknown): SwitchboardError | null {
+  const mapped = fromFastifyError(err);
+  return mapped?.code === 'payload_too_large' ? new SwitchboardError('payload_too_large', `the body limit is ${MCP_BODY_LIMIT} bytes`) : mapped;
+}
+
 /** A transport-level refusal: an HTTP status with a JSON-RPC error body. */
 class TransportRefusal extends Error {
   constructor(
@@ -59,6 +66,11 @@ class TransportRefusal extends Error {
 function sendRpc(reply: FastifyReply, status: number, body: JsonRpcResponse, headers: Record<string, string> = {}): FastifyReply {
   for (const [k, v] of Object.entries(headers)) reply.header(k, v);
   return reply.code(status).type('application/json').send(body);
+}
+
+export function sendRpcFailure(reply: FastifyReply, e: SwitchboardError): FastifyReply {
+  const failure = rpcFailure(e);
+  return sendRpc(reply, failure.status, failure.body, failure.headers);
 }
 
 function headerValue(req: FastifyRequest, name: string): string | undefined {
@@ -92,23 +104,7 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
 
     mcp.setErrorHandler(async (err, req, reply) => {
       if (err instanceof TransportRefusal) return sendRpc(reply, err.status, rpcError(null, err.rpcCode, err.message), err.headers);
-      const e = err as { code?: string; statusCode?: number; message: string };
-      if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || e.statusCode === 413) {
-        return sendRpc(reply, 413, rpcError(null, TRANSPORT_ERROR, `Payload Too Large: the body limit is ${MCP_BODY_LIMIT} bytes`));
-      }
-      // fastify's own refusals (an empty or unparseable Content-Type is a 415), and values
-      // PostgreSQL cannot store (a NUL in the slug): the client's fault, not ours.
-      if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) return sendRpc(reply, e.statusCode, rpcError(null, TRANSPORT_ERROR, e.message));
-      const unstorable = unstorableInput(err);
-      if (unstorable) return sendRpc(reply, 400, rpcError(null, TRANSPORT_ERROR, `Bad Request: ${unstorable.message}`));
-      const down = databaseUnavailable(err);
-      if (down) {
-        log.warn({ err: e.message, method: req.method }, 'mcp request failed: database unreachable');
-        reply.header('retry-after', String(DATABASE_RETRY_AFTER_S));
-        return sendRpc(reply, 503, rpcError(null, INTERNAL_ERROR, `Service Unavailable: ${down.message}`));
-      }
-      log.error({ err: e.message, method: req.method }, 'mcp request failed');
-      return sendRpc(reply, 500, rpcError(null, INTERNAL_ERROR, 'Internal error'));
+      return sendRpcFailure(reply, classifyAndLog(err, log, { method: req.method }, 'mcp request', tooLarge));
     });
 
     mcp.addHook('onRequest', async (req) => {

@@ -1,5 +1,6 @@
 import type { FastifyReply } from 'fastify';
-import { SwitchboardError, type ErrorCode } from '../domain/errors.ts';
+import { SwitchboardError, classify, isSwitchboardError, type ErrorCode, type Recognise } from '../domain/errors.ts';
+import type { Logger } from '../lib/log.ts';
 
 /** The one mapping from error code to HTTP status. */
 export const HTTP_STATUS: Record<ErrorCode, number> = {
@@ -33,9 +34,15 @@ export function sendError(reply: FastifyReply, err: SwitchboardError): FastifyRe
   return reply.code(HTTP_STATUS[err.code]).type('application/json; charset=utf-8').send(envelope(err));
 }
 
-/** Turns fastify's own errors (body parsing, limits, content type) into our envelope. */
-export function fromFastifyError(e: { code?: string; statusCode?: number; message: string }): SwitchboardError | null {
+/** fastify's own errors (URL decoding, body parsing, limits, content type) as ours; null for any other error. */
+export function fromFastifyError(err: unknown): SwitchboardError | null {
+  if (typeof err !== 'object' || err === null) return null;
+  const e = err as { code?: unknown; statusCode?: unknown };
   switch (e.code) {
+    case 'FST_ERR_BAD_URL':
+      return new SwitchboardError('invalid_argument', 'path: is not a valid URL (bad percent-encoding)', { field: 'path' });
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return new SwitchboardError('invalid_argument', 'path: a path segment is too long', { field: 'path' });
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new SwitchboardError('payload_too_large', 'request body is too large');
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
@@ -45,9 +52,25 @@ export function fromFastifyError(e: { code?: string; statusCode?: number; messag
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new SwitchboardError('invalid_argument', 'body: is not valid JSON', { field: 'body' });
   }
-  if (e instanceof SyntaxError || e.statusCode === 400) {
+  if (err instanceof SyntaxError || e.statusCode === 400) {
     return new SwitchboardError('invalid_argument', 'body: is not valid JSON', { field: 'body' });
   }
   if (e.statusCode === 413) return new SwitchboardError('payload_too_large', 'request body is too large');
+  // Any other refusal of fastify's (an empty or unparseable Content-Type is a 415): the code of its status.
+  if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
+    const code = (Object.keys(HTTP_STATUS) as ErrorCode[]).find((c) => HTTP_STATUS[c] === e.statusCode) ?? 'invalid_argument';
+    return new SwitchboardError(code, String((err as { message?: unknown }).message ?? 'bad request'));
+  }
   return null;
+}
+
+/**
+ * classify() for a surface (fastify's errors recognised), and the one logging rule with it: an internal error is logged
+ * with its cause at error level, an unreachable database at warn; the caller's own refusals are not logged.
+ */
+export function classifyAndLog(err: unknown, log: Logger, context: Record<string, unknown>, what: string, recognise: Recognise = fromFastifyError): SwitchboardError {
+  const e = classify(err, recognise);
+  if (e.code === 'internal' && !isSwitchboardError(err)) log.error({ err, ...context }, `${what}: unhandled error`);
+  else if (e.code === 'unavailable' && !isSwitchboardError(err)) log.warn({ err: (err as Error).message, ...context }, `${what}: database unreachable`);
+  return e;
 }
