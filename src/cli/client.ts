@@ -1,4 +1,5 @@
 import { VERSION } from '../lib/version.ts';
+import type { ErrorEnvelope } from '../api/wire.ts';
 import type { Credentials } from './credentials.ts';
 import { CliError } from './output.ts';
 
@@ -39,7 +40,7 @@ export class ApiClient {
       /* keep the text */
     }
     if (!res.ok) {
-      const env = (parsed && typeof parsed === 'object' ? parsed : {}) as { error?: string; code?: string };
+      const env = (parsed && typeof parsed === 'object' ? parsed : {}) as Partial<ErrorEnvelope>;
       const message = env.error ?? `HTTP ${res.status}`;
       throw new CliError(`${message} (${env.code ?? `http_${res.status}`})`);
     }

@@ -1,27 +1,10 @@
 import type { Command } from 'commander';
 import { VERSION } from '../lib/version.ts';
+import type { DoorbellTestReport, DoorbellTestStarted, EndpointView, HealthView, MeView } from '../api/wire.ts';
 import { ApiClient } from './client.ts';
 import type { CliContext } from './context.ts';
 import { loadCredentials } from './credentials.ts';
 import { CliError, EXIT_FAILURE, printJson, printTable, processIo, usageError } from './output.ts';
-
-interface EndpointRow {
-  slug: string;
-  state: string;
-  presence: { presence: string; source: string };
-  sessions: number;
-  unheard_sessions: number;
-}
-
-interface Report {
-  test_id: string;
-  verdict: string;
-  wait_seconds: number;
-  delivered: { written: boolean; at: string | null; session_id: string | null };
-  claimed_within_seconds: number | null;
-  stream_attached: boolean;
-  hints: string[];
-}
 
 /** `60`, `60s`, `2m`, `1m30s` → seconds, within the self-test's 10-300 s. */
 export function parseWait(raw: string): number {
@@ -65,7 +48,7 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
       const api = new ApiClient(creds);
       say(`switchboard ${VERSION}`);
       try {
-        const me = await api.get<{ handle: string }>('/me');
+        const me = await api.get<MeView>('/me');
         out.credentials = { live: true, url: creds.url, handle: me.handle };
         say(`✓ credentials for ${creds.url} are live (signed in as ${me.handle})`);
       } catch (e) {
@@ -76,7 +59,7 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
 
       // 2. The server's version.
       const health = await fetch(`${creds.url}/healthz`, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(10_000) })
-        .then((r) => r.json() as Promise<{ status: string; version?: string }>)
+        .then((r) => r.json() as Promise<HealthView>)
         .catch(() => null);
       const serverVersion = health?.version ?? null;
       const skew =
@@ -91,7 +74,7 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
       say(skew ? `! ${skew}` : `✓ server ${serverVersion}`);
 
       // 3. Endpoints with their sessions.
-      const endpoints = await api.get<EndpointRow[]>('/endpoints');
+      const endpoints = await api.get<EndpointView[]>('/endpoints');
       out.endpoints = endpoints.map((e) => ({ slug: e.slug, state: e.state, presence: e.presence.presence, sessions: e.sessions, unheard_sessions: e.unheard_sessions }));
       if (!opts.json) {
         if (endpoints.length === 0) io.out('No endpoints.\n');
@@ -108,9 +91,9 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
       // 4. The live self-test.
       if (ref !== undefined) {
         const path = `/endpoints/${encodeURIComponent(ref)}/doorbell-tests`;
-        let start: { test_id: string; report_after: string };
+        let start: DoorbellTestStarted;
         try {
-          start = (await api.request<{ test_id: string; report_after: string }>('POST', path, { wait_seconds: wait })).body;
+          start = (await api.request<DoorbellTestStarted>('POST', path, { wait_seconds: wait })).body;
         } catch (e) {
           if (opts.json) printJson(io, { ...out, test: { error: (e as Error).message } });
           throw new CliError(/not_found/.test((e as Error).message) ? `endpoint ${ref} was not found among yours` : (e as Error).message);
@@ -118,10 +101,10 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
         say(`Self-test ${start.test_id} on ${ref}: ringing in about 2 s; the agent has ${wait} s to claim the test todo.`);
         const deadline = Date.now() + (wait + 20) * 1000;
         const tty = !opts.json && io === processIo && Boolean(process.stdout.isTTY);
-        let report: Report;
+        let report: DoorbellTestReport;
         let tick = 0;
         for (;;) {
-          report = await api.get<Report>(`${path}/${start.test_id}`);
+          report = await api.get<DoorbellTestReport>(`${path}/${start.test_id}`);
           if (report.verdict !== 'pending' || Date.now() > deadline) break;
           const left = Math.max(0, Math.ceil((Date.parse(start.report_after) - Date.now()) / 1000));
           const line = `waiting for the agent to claim… ${left}s left`;

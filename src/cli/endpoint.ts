@@ -1,31 +1,9 @@
 import type { Command } from 'commander';
+import type { EndpointView, PresenceView, RevokeResult, VendResult } from '../api/wire.ts';
 import { ApiClient } from './client.ts';
 import type { CliContext } from './context.ts';
 import { loadCredentials } from './credentials.ts';
 import { CliError, printJson, printTable, usageError, type Io } from './output.ts';
-
-interface EndpointOut {
-  id: string;
-  slug: string;
-  agent_name: string;
-  state: string;
-  queues: string[];
-  verbs: string[];
-  mcp_url: string;
-  created_at: string;
-  revoked_at: string | null;
-  last_seen_at: string | null;
-  presence: { presence: string; source: string; until: string | null };
-  shift: string | null;
-}
-
-interface PresenceOut {
-  presence: string;
-  source: string;
-  until: string | null;
-  shift: string | null;
-  pending: number;
-}
 
 const describePresence = (p: { presence: string; source: string; until: string | null }) =>
   `${p.presence} (${p.source})${p.until ? ` until ${p.until}` : ''}`;
@@ -41,7 +19,7 @@ function untilArg(raw: string | undefined): string | null {
   return raw;
 }
 
-function printPresence(io: Io, slug: string, p: PresenceOut): void {
+function printPresence(io: Io, slug: string, p: PresenceView): void {
   io.out(`${slug} is ${describePresence(p)}\n`);
   io.out(`  shift    ${p.shift ?? 'none'}\n`);
   io.out(`  pending  ${p.pending} push-eligible todo(s)${p.presence === 'out' ? ', held' : ''}\n`);
@@ -51,7 +29,7 @@ const collect = (value: string, previous: string[] = []) => [...previous, value]
 
 export const apiClient = async (ctx: CliContext) => new ApiClient(await loadCredentials(ctx.env));
 
-function printVend(io: Io, v: EndpointOut & { token: string; mcp_json: unknown }): void {
+function printVend(io: Io, v: VendResult): void {
   io.out(`Vended endpoint ${v.slug} for agent "${v.agent_name}".\n\n`);
   io.out(`  MCP URL     ${v.mcp_url}\n`);
   io.out(`  Credential  ${v.token}\n`);
@@ -63,7 +41,7 @@ function printVend(io: Io, v: EndpointOut & { token: string; mcp_json: unknown }
   io.out(`  claude mcp add --transport http --scope user switchboard ${v.mcp_url} --header "Authorization: Bearer ${v.token}"\n`);
 }
 
-function printEndpoint(io: Io, e: EndpointOut): void {
+function printEndpoint(io: Io, e: EndpointView): void {
   const rows: [string, string][] = [
     ['Slug', e.slug],
     ['Id', e.id],
@@ -103,7 +81,7 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
       const body: Record<string, unknown> = { name };
       if (opts.queue) body.queues = opts.queue;
       if (opts.verb) body.verbs = opts.verb;
-      const v = await api.post<EndpointOut & { token: string; mcp_json: unknown }>('/endpoints', body);
+      const v = await api.post<VendResult>('/endpoints', body);
       if (opts.json) printJson(ctx.io, v);
       else printVend(ctx.io, v);
     });
@@ -113,7 +91,7 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
     .description('list your endpoints (never their credentials)')
     .option('--json', 'print JSON')
     .action(async (opts: { json?: boolean }) => {
-      const rows = await (await apiClient(ctx)).get<EndpointOut[]>('/endpoints');
+      const rows = await (await apiClient(ctx)).get<EndpointView[]>('/endpoints');
       if (opts.json) return printJson(ctx.io, rows);
       if (rows.length === 0) return ctx.io.out('No endpoints yet. Vend one with `switchboard endpoint vend NAME`.\n');
       printTable(
@@ -136,7 +114,7 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
     .argument('<ref>', 'endpoint slug or id')
     .option('--json', 'print JSON')
     .action(async (ref: string, opts: { json?: boolean }) => {
-      const e = await (await apiClient(ctx)).get<EndpointOut>(`/endpoints/${encodeURIComponent(ref)}`);
+      const e = await (await apiClient(ctx)).get<EndpointView>(`/endpoints/${encodeURIComponent(ref)}`);
       if (opts.json) printJson(ctx.io, e);
       else printEndpoint(ctx.io, e);
     });
@@ -150,7 +128,7 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
       .option('--json', 'print JSON')
       .action(async (ref: string, opts: { until?: string; json?: boolean }) => {
         const until = untilArg(opts.until);
-        const r = await (await apiClient(ctx)).request<PresenceOut>('PUT', `/endpoints/${encodeURIComponent(ref)}/presence`, { presence, until });
+        const r = await (await apiClient(ctx)).request<PresenceView>('PUT', `/endpoints/${encodeURIComponent(ref)}/presence`, { presence, until });
         if (opts.json) printJson(ctx.io, r.body);
         else printPresence(ctx.io, ref, r.body);
       });
@@ -166,7 +144,7 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
     .action(async (ref: string, opts: { clear?: boolean; json?: boolean }) => {
       const api = await apiClient(ctx);
       const path = `/endpoints/${encodeURIComponent(ref)}/presence`;
-      const p = opts.clear ? (await api.request<PresenceOut>('DELETE', path)).body : await api.get<PresenceOut>(path);
+      const p = opts.clear ? (await api.request<PresenceView>('DELETE', path)).body : await api.get<PresenceView>(path);
       if (opts.json) printJson(ctx.io, p);
       else printPresence(ctx.io, ref, p);
     });
@@ -180,7 +158,7 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
     .option('--json', 'print JSON')
     .action(async (ref: string, expr: string | undefined, opts: { clear?: boolean; json?: boolean }) => {
       if ((expr === undefined) === !opts.clear) throw usageError('give a shift expression or --clear (not both)');
-      const r = await (await apiClient(ctx)).request<PresenceOut>('PUT', `/endpoints/${encodeURIComponent(ref)}/shift`, { shift: opts.clear ? null : expr });
+      const r = await (await apiClient(ctx)).request<PresenceView>('PUT', `/endpoints/${encodeURIComponent(ref)}/shift`, { shift: opts.clear ? null : expr });
       if (opts.json) printJson(ctx.io, r.body);
       else printPresence(ctx.io, ref, r.body);
     });
@@ -196,7 +174,7 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
       if (!opts.yes && !(await confirm(ctx, `Revoke endpoint ${ref}? Its credential stops working and its pending todos are dead-lettered.`))) {
         throw new CliError('not revoked');
       }
-      const r = await api.post<EndpointOut & { todos_dead_lettered: number }>(`/endpoints/${encodeURIComponent(ref)}/revoke`);
+      const r = await api.post<RevokeResult>(`/endpoints/${encodeURIComponent(ref)}/revoke`);
       if (opts.json) return printJson(ctx.io, r);
       ctx.io.out(`Revoked ${r.slug}; ${r.todos_dead_lettered} live todo(s) dead-lettered.\n`);
     });

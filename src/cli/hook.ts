@@ -1,25 +1,12 @@
 import type { Command } from 'commander';
+import type { HookDeleted, HookList, MintedHookView } from '../api/wire.ts';
 import type { CliContext } from './context.ts';
 import { apiClient } from './endpoint.ts';
 import { printJson, printTable } from './output.ts';
 
-interface HookView {
-  hook_id: string;
-  url: string;
-  queues: string[];
-  ignore_presence: boolean;
-  enabled: boolean;
-  disabled_reason: string | null;
-  consecutive_failures: number;
-  last_attempt_at: string | null;
-  last_status: number | null;
-  last_error: string | null;
-  signing_secret?: string;
-}
-
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
-function printMinted(ctx: CliContext, h: HookView, verb: string): void {
+function printMinted(ctx: CliContext, h: MintedHookView, verb: string): void {
   ctx.io.out(`${verb} notify hook ${h.hook_id} → ${h.url}\n`);
   ctx.io.out(`  Signing secret  ${h.signing_secret}\n`);
   ctx.io.out('Shown once. Verify each call with the Standard Webhooks scheme (webhook-id, webhook-timestamp, webhook-signature).\n');
@@ -40,7 +27,7 @@ export function registerHookCommands(program: Command, ctx: CliContext): void {
       const body: Record<string, unknown> = { url: opts.url };
       if (opts.queue) body.queues = opts.queue;
       if (opts.ignorePresence) body.ignore_presence = true;
-      const h = await (await apiClient(ctx)).post<HookView>(`/endpoints/${encodeURIComponent(ref)}/hooks`, body);
+      const h = await (await apiClient(ctx)).post<MintedHookView>(`/endpoints/${encodeURIComponent(ref)}/hooks`, body);
       if (opts.json) printJson(ctx.io, h);
       else printMinted(ctx, h, 'Created');
     });
@@ -51,7 +38,7 @@ export function registerHookCommands(program: Command, ctx: CliContext): void {
     .argument('<endpoint>', 'endpoint slug or id')
     .option('--json', 'print JSON')
     .action(async (ref: string, opts: { json?: boolean }) => {
-      const r = await (await apiClient(ctx)).get<{ hooks: HookView[]; ceiling: { max: number; used: number } }>(`/endpoints/${encodeURIComponent(ref)}/hooks`);
+      const r = await (await apiClient(ctx)).get<HookList>(`/endpoints/${encodeURIComponent(ref)}/hooks`);
       if (opts.json) return printJson(ctx.io, r);
       if (r.hooks.length === 0) return ctx.io.out(`No notify hooks (up to ${r.ceiling.max}).\n`);
       printTable(
@@ -74,7 +61,7 @@ export function registerHookCommands(program: Command, ctx: CliContext): void {
     .argument('<id>', 'hook id')
     .option('--json', 'print JSON')
     .action(async (id: string, opts: { json?: boolean }) => {
-      const h = await (await apiClient(ctx)).post<HookView>(`/hooks/${encodeURIComponent(id)}/rotate`);
+      const h = await (await apiClient(ctx)).post<MintedHookView>(`/hooks/${encodeURIComponent(id)}/rotate`);
       if (opts.json) printJson(ctx.io, h);
       else printMinted(ctx, h, 'Rotated');
     });
@@ -85,7 +72,7 @@ export function registerHookCommands(program: Command, ctx: CliContext): void {
     .argument('<id>', 'hook id')
     .option('--json', 'print JSON')
     .action(async (id: string, opts: { json?: boolean }) => {
-      const r = await (await apiClient(ctx)).request<{ hook_id: string }>('DELETE', `/hooks/${encodeURIComponent(id)}`);
+      const r = await (await apiClient(ctx)).request<HookDeleted>('DELETE', `/hooks/${encodeURIComponent(id)}`);
       if (opts.json) printJson(ctx.io, r.body);
       else ctx.io.out(`Deleted notify hook ${r.body.hook_id}.\n`);
     });

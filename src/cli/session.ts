@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { VERSION } from '../lib/version.ts';
+import type { MeView } from '../api/wire.ts';
 import { ApiClient } from './client.ts';
 import type { CliContext } from './context.ts';
 import { removeCredentials, saveCredentials } from './credentials.ts';
@@ -19,7 +20,7 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
         throw usageError(`--url: ${JSON.stringify(opts.url)} is not an absolute URL`);
       }
       if (!opts.token.startsWith('sbp_')) throw usageError('--token: expected a personal access token starting with sbp_');
-      const me = await new ApiClient({ url, token: opts.token }).get<{ handle: string }>('/me');
+      const me = await new ApiClient({ url, token: opts.token }).get<MeView>('/me');
       const path = await saveCredentials({ url, token: opts.token }, ctx.env);
       ctx.io.out(`Logged in to ${url} as ${me.handle}; credentials saved in ${path}.\n`);
     });

@@ -1,27 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
+import type { PushResult, TodoList } from '../api/wire.ts';
 import type { CliContext } from './context.ts';
 import { apiClient } from './endpoint.ts';
 import { printJson, printTable, usageError } from './output.ts';
-
-interface PushOut {
-  id: string;
-  slug: string;
-  queue: string;
-  state: string;
-  created: boolean;
-}
-
-interface TodoSummary {
-  id: string;
-  queue: string;
-  title: string;
-  state: string;
-  attempt: number;
-  max_attempts: number;
-  created_at: string;
-  owner?: string;
-}
 
 /** `--payload` takes inline JSON, `@path`, or `@-` for stdin. */
 async function readPayload(ctx: CliContext, raw: string): Promise<unknown> {
@@ -73,7 +55,7 @@ export function registerTodoCommands(program: Command, ctx: CliContext): void {
         if (opts.kind !== undefined) body.kind = opts.kind;
         if (opts.key !== undefined) body.key = opts.key;
         if (opts.payload !== undefined) body.payload = await readPayload(ctx, opts.payload);
-        const r = await (await apiClient(ctx)).post<PushOut>(`/endpoints/${encodeURIComponent(ref)}/todos`, body);
+        const r = await (await apiClient(ctx)).post<PushResult>(`/endpoints/${encodeURIComponent(ref)}/todos`, body);
         if (opts.json) return printJson(ctx.io, r);
         ctx.io.out(r.created ? `Created ${r.id} on ${r.slug}/${r.queue}.\n` : `Already live: ${r.id} on ${r.slug}/${r.queue} (${r.state}); nothing new created.\n`);
       },
@@ -93,7 +75,7 @@ export function registerTodoCommands(program: Command, ctx: CliContext): void {
       if (opts.queue) qs.set('queue', opts.queue);
       if (opts.limit) qs.set('limit', opts.limit);
       const suffix = qs.size ? `?${qs}` : '';
-      const r = await (await apiClient(ctx)).get<{ todos: TodoSummary[] }>(`/endpoints/${encodeURIComponent(ref)}/todos${suffix}`);
+      const r = await (await apiClient(ctx)).get<TodoList>(`/endpoints/${encodeURIComponent(ref)}/todos${suffix}`);
       if (opts.json) return printJson(ctx.io, r);
       if (r.todos.length === 0) return ctx.io.out('No todos.\n');
       printTable(

@@ -1,32 +1,10 @@
 import type { Command } from 'commander';
+import type { EventList, MintedWebhookView, WebhookDeleted, WebhookList } from '../api/wire.ts';
 import type { CliContext } from './context.ts';
 import { apiClient } from './endpoint.ts';
 import { printJson, printTable } from './output.ts';
 
-interface WebhookView {
-  webhook_id: string;
-  source_type: string;
-  trust_mode: string;
-  target_queue: string;
-  ingest_url_hint: string;
-  created_at: string;
-  last_delivery_at: string | null;
-  ingest_url?: string;
-  signing_secret?: string;
-}
-
-interface EventView {
-  id: string;
-  source: string;
-  event_type: string | null;
-  trust_mode: string;
-  verified: boolean;
-  received_at: string;
-  todo_id: string | null;
-  disposition: string;
-}
-
-function printMinted(ctx: CliContext, w: WebhookView, verb: string): void {
+function printMinted(ctx: CliContext, w: MintedWebhookView, verb: string): void {
   ctx.io.out(`${verb} ${w.source_type} webhook ${w.webhook_id} → queue ${w.target_queue} (${w.trust_mode}).\n\n`);
   ctx.io.out(`  Ingest URL      ${w.ingest_url}\n`);
   if (w.signing_secret) ctx.io.out(`  Signing secret  ${w.signing_secret}\n`);
@@ -51,7 +29,7 @@ export function registerWebhookCommands(program: Command, ctx: CliContext): void
     .action(async (ref: string, opts: { source: string; queue?: string; json?: boolean }) => {
       const body: Record<string, unknown> = { source_type: opts.source };
       if (opts.queue !== undefined) body.target_queue = opts.queue;
-      const w = await (await apiClient(ctx)).post<WebhookView>(`/endpoints/${encodeURIComponent(ref)}/webhooks`, body);
+      const w = await (await apiClient(ctx)).post<MintedWebhookView>(`/endpoints/${encodeURIComponent(ref)}/webhooks`, body);
       if (opts.json) printJson(ctx.io, w);
       else printMinted(ctx, w, 'Created');
     });
@@ -62,7 +40,7 @@ export function registerWebhookCommands(program: Command, ctx: CliContext): void
     .argument('<endpoint>', 'endpoint slug or id')
     .option('--json', 'print JSON')
     .action(async (ref: string, opts: { json?: boolean }) => {
-      const r = await (await apiClient(ctx)).get<{ webhooks: WebhookView[] }>(`/endpoints/${encodeURIComponent(ref)}/webhooks`);
+      const r = await (await apiClient(ctx)).get<WebhookList>(`/endpoints/${encodeURIComponent(ref)}/webhooks`);
       if (opts.json) return printJson(ctx.io, r);
       if (r.webhooks.length === 0) return ctx.io.out('No webhooks.\n');
       printTable(
@@ -78,7 +56,7 @@ export function registerWebhookCommands(program: Command, ctx: CliContext): void
     .argument('<id>', 'webhook id')
     .option('--json', 'print JSON')
     .action(async (id: string, opts: { json?: boolean }) => {
-      const w = await (await apiClient(ctx)).post<WebhookView>(`/webhooks/${encodeURIComponent(id)}/rotate`);
+      const w = await (await apiClient(ctx)).post<MintedWebhookView>(`/webhooks/${encodeURIComponent(id)}/rotate`);
       if (opts.json) printJson(ctx.io, w);
       else printMinted(ctx, w, 'Rotated');
     });
@@ -89,7 +67,7 @@ export function registerWebhookCommands(program: Command, ctx: CliContext): void
     .argument('<id>', 'webhook id')
     .option('--json', 'print JSON')
     .action(async (id: string, opts: { json?: boolean }) => {
-      const r = await (await apiClient(ctx)).request<{ webhook_id: string }>('DELETE', `/webhooks/${encodeURIComponent(id)}`);
+      const r = await (await apiClient(ctx)).request<WebhookDeleted>('DELETE', `/webhooks/${encodeURIComponent(id)}`);
       if (opts.json) printJson(ctx.io, r.body);
       else ctx.io.out(`Deleted webhook ${r.body.webhook_id}.\n`);
     });
@@ -105,7 +83,7 @@ export function registerWebhookCommands(program: Command, ctx: CliContext): void
     .action(async (ref: string, opts: { limit?: string; json?: boolean }) => {
       const qs = new URLSearchParams({ endpoint: ref });
       if (opts.limit) qs.set('limit', opts.limit);
-      const r = await (await apiClient(ctx)).get<{ events: EventView[] }>(`/events?${qs}`);
+      const r = await (await apiClient(ctx)).get<EventList>(`/events?${qs}`);
       if (opts.json) return printJson(ctx.io, r);
       if (r.events.length === 0) return ctx.io.out('No deliveries.\n');
       printTable(
