@@ -26,6 +26,11 @@ import { REAPER_INTERVAL_MS, reapOnce } from './services/maintenance/reaper.ts';
 import { inactiveEndpointIdsUnscoped } from './store/endpoints.ts';
 import { freshReadyTodos, queueStatsUnscoped } from './store/todos/index.ts';
 import { listenForWakeups } from './services/wakeups.ts';
+import { EndpointService } from './services/endpoints.ts';
+import { TodoService } from './services/todos.ts';
+import { IngestService } from './services/ingest.ts';
+import { OperatorPresence } from './services/presence-operator.ts';
+import { BoardReads } from './services/board-reads.ts';
 import { VERSION } from './lib/version.ts';
 import { Humans } from './services/humans.ts';
 
@@ -143,6 +148,10 @@ export async function startApp(opts: AppOptions): Promise<App> {
       .then((todos) => todos.forEach((t) => doorbell.ringReady(t)))
       .catch((err: unknown) => log.warn({ err: (err as Error).message, endpoint_id: endpointId }, 'todo_ready wakeup failed'));
   };
+  const base = { sql, clock, log };
+  const endpoints = new EndpointService(base, { onRevoked: dropEndpoint });
+  const todos = new TodoService(base, { onTodoReady: todoReady });
+  const ingest = new IngestService(base, { metrics, webhooks, todos });
   let wakeups: { stop(): Promise<void> } | undefined;
   let baseUrl = config.baseUrl;
 
@@ -165,8 +174,12 @@ export async function startApp(opts: AppOptions): Promise<App> {
         const of = sessions.sessionsOf(endpointId);
         return { sessions: of.length, unheard_sessions: of.filter((s) => s.unheard).length };
       },
-      onEndpointRevoked: dropEndpoint,
-      onTodoReady: todoReady,
+      endpoints,
+      todos,
+      operatorPresence: new OperatorPresence(base, presence),
+      ingest,
+      boardReads: new BoardReads(base),
+      humans: new Humans(base),
       hooks,
       allowedHosts: allowedHostsFor(config),
       mcpLimits: opts.mcpLimits,

@@ -9,7 +9,12 @@ import { constantTimeEqual } from './lib/secrets.ts';
 import type { EndpointCredentials } from './services/endpoint-credentials.ts';
 import type { Session, SessionRegistry } from './sessions/registry.ts';
 import type { AgentServices } from './mcp/tools.ts';
-import type { TodoRow } from './store/todos/index.ts';
+import type { BoardReads } from './services/board-reads.ts';
+import type { EndpointService } from './services/endpoints.ts';
+import type { Humans } from './services/humans.ts';
+import type { IngestService } from './services/ingest.ts';
+import type { OperatorPresence } from './services/presence-operator.ts';
+import type { TodoService } from './services/todos.ts';
 import { pingDatabase } from './store/health.ts';
 import type { BucketPolicy } from './web/rate-limit.ts';
 import { VERSION } from './lib/version.ts';
@@ -18,6 +23,7 @@ import { classifyAndLog, sendError } from './web/errors.ts';
 import { sendBoardError } from './board/error-page.ts';
 
 export interface ServerDeps extends AgentServices {
+  humans: Humans;
   baseUrl: () => string;
   sessions: SessionRegistry;
   credentials: EndpointCredentials;
@@ -26,10 +32,11 @@ export interface ServerDeps extends AgentServices {
   metricsToken: string | undefined;
   /** Instance-local session counts for an endpoint (the API lists them). */
   sessionCounts: (endpointId: string) => { sessions: number; unheard_sessions: number };
-  /** Called after this instance revoked an endpoint (other instances learn it by NOTIFY). */
-  onEndpointRevoked: (endpointId: string) => void;
-  /** Called after this instance created a push-eligible todo. */
-  onTodoReady: (todo: TodoRow) => void;
+  endpoints: EndpointService;
+  todos: TodoService;
+  operatorPresence: OperatorPresence;
+  ingest: IngestService;
+  boardReads: BoardReads;
   /** Hostnames the MCP routes accept in Host when listening on loopback (DNS-rebinding guard). */
   allowedHosts?: readonly string[];
   mcpLimits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
@@ -55,11 +62,6 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     logger: false,
     bodyLimit: API_BODY_LIMIT,
     return503OnClosing: true,
-  });
-
-  app.addHook('onSend', async (_req, reply) => {
-    for (const [k, v] of Object.entries(SECURITY_HEADERS)) {
-      if (!reply.hasHeader(k)) reply.header(k, v);
     // Refusals before routing (bad percent-encoding, an over-long segment) in the wire of the path's surface.
     frameworkErrors: (err, req, reply) => {
       const e = classifyAndLog(err, deps.log, { method: req.method }, 'request');
@@ -67,6 +69,11 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
       if (req.url.startsWith('/api/') || req.url.startsWith('/webhooks/')) return sendError(reply, e);
       return sendBoardError(reply.header('content-security-policy', BOARD_CSP), e, undefined);
     },
+  });
+
+  app.addHook('onSend', async (_req, reply) => {
+    for (const [k, v] of Object.entries(SECURITY_HEADERS)) {
+      if (!reply.hasHeader(k)) reply.header(k, v);
     }
     if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
   });
@@ -105,36 +112,29 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
   });
 
   registerApi(app, {
-    sql: deps.sql,
+    humans: deps.humans,
     clock: deps.clock,
     baseUrl: deps.baseUrl,
-    onEndpointRevoked: deps.onEndpointRevoked,
-    onTodoReady: deps.onTodoReady,
-    presence: deps.presence,
+    endpoints: deps.endpoints,
+    todos: deps.todos,
+    operatorPresence: deps.operatorPresence,
     selfTests: deps.selfTests,
     webhooks: deps.webhooks,
     hooks: deps.hooks,
     sessionCounts: deps.sessionCounts,
   });
-  registerIngest(app, {
-    sql: deps.sql,
-    clock: deps.clock,
-    log: deps.log,
-    metrics: deps.metrics,
-    webhooks: deps.webhooks,
-    onTodoReady: deps.onTodoReady,
-    limit: deps.ingestLimit,
-  });
+  registerIngest(app, { clock: deps.clock, ingest: deps.ingest, limit: deps.ingestLimit });
   registerBoard(app, {
-    sql: deps.sql,
+    humans: deps.humans,
     clock: deps.clock,
     log: deps.log,
     baseUrl: deps.baseUrl,
     sessions: deps.sessions,
-    presence: deps.presence,
+    endpoints: deps.endpoints,
+    operatorPresence: deps.operatorPresence,
+    reads: deps.boardReads,
     selfTests: deps.selfTests,
     webhooks: deps.webhooks,
-    onEndpointRevoked: deps.onEndpointRevoked,
     isDeaf: deps.isDeaf,
     oidc: deps.oidc ?? null,
   });

@@ -1,30 +1,27 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { Sql } from '../db/connect.ts';
 import type { SelfTests } from '../services/doorbell/self-tests.ts';
-import { endpointRevoked, resolveOwnEndpoint, type Endpoint } from '../store/endpoints.ts';
+import type { Endpoint, EndpointService } from '../services/endpoints.ts';
 import { parseInput } from '../domain/validate.ts';
+import type { DoorbellTestReport, DoorbellTestStarted } from './wire.ts';
 
 export const DOORBELL_TEST_BODY_LIMIT = 4 * 1024;
 
 const startBody = z.object({ wait_seconds: z.number({ error: 'must be a number of seconds' }).optional() }).strict();
 
 /** The operator's self-test routes (SPEC-0025 REQ-10): 404 for anyone else's endpoint, 409 revoked. */
-export function registerDoorbellTestRoutes(api: FastifyInstance, deps: { sql: Sql; selfTests: SelfTests }): void {
-  async function activeEndpoint(req: FastifyRequest): Promise<Endpoint> {
-    const endpoint = await resolveOwnEndpoint(deps.sql, req.human!.id, (req.params as { ref: string }).ref);
-    if (endpoint.state !== 'active') throw endpointRevoked(endpoint);
-    return endpoint;
-  }
+export function registerDoorbellTestRoutes(api: FastifyInstance, deps: { endpoints: EndpointService; selfTests: SelfTests }): void {
+  const activeEndpoint = (req: FastifyRequest): Promise<Endpoint> =>
+    deps.endpoints.requireOwnActive(req.human!.id, (req.params as { ref: string }).ref);
 
   api.post('/endpoints/:ref/doorbell-tests', { bodyLimit: DOORBELL_TEST_BODY_LIMIT }, async (req, reply) => {
     const endpoint = await activeEndpoint(req);
     const body = parseInput(startBody, req.body ?? {});
     const started = await deps.selfTests.start({ id: endpoint.id, slug: endpoint.slug, queues: endpoint.scope_queues }, body.wait_seconds);
-    return reply.code(201).send(started);
+    return reply.code(201).send(started satisfies DoorbellTestStarted);
   });
 
-  api.get('/endpoints/:ref/doorbell-tests/:test_id', async (req) => {
+  api.get('/endpoints/:ref/doorbell-tests/:test_id', async (req): Promise<DoorbellTestReport> => {
     const endpoint = await activeEndpoint(req);
     return deps.selfTests.report(endpoint.id, (req.params as { test_id: string }).test_id);
   });

@@ -1,10 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { Sql } from '../db/connect.ts';
 import type { NotifyHooks } from '../services/notify-hooks.ts';
-import { endpointRevoked, resolveOwnEndpoint } from '../store/endpoints.ts';
-import { getOwnHook } from '../store/hooks.ts';
+import { requireActive, type EndpointService } from '../services/endpoints.ts';
 import { parseInput } from '../domain/validate.ts';
+import type { HookDeleted, HookList, MintedHookView } from './wire.ts';
 
 const createBody = z
   .object({
@@ -15,20 +14,20 @@ const createBody = z
   .strict();
 
 /** Notify hooks for the owning human (same guard and limits as all of /api/v1). */
-export function registerHookRoutes(api: FastifyInstance, deps: { sql: Sql; hooks: NotifyHooks }): void {
-  const { sql, hooks } = deps;
-  const own = (req: FastifyRequest) => resolveOwnEndpoint(sql, req.human!.id, (req.params as { ref: string }).ref);
+export function registerHookRoutes(api: FastifyInstance, deps: { endpoints: EndpointService; hooks: NotifyHooks }): void {
+  const { endpoints, hooks } = deps;
+  const own = (req: FastifyRequest) => endpoints.requireOwn(req.human!.id, (req.params as { ref: string }).ref);
+  const ownHook = (req: FastifyRequest) => hooks.ownHook(req.human!.id, (req.params as { id: string }).id);
 
-  api.get('/endpoints/:ref/hooks', async (req) => hooks.list((await own(req)).id));
+  api.get('/endpoints/:ref/hooks', async (req): Promise<HookList> => hooks.list((await own(req)).id));
 
   api.post('/endpoints/:ref/hooks', async (req, reply) => {
-    const e = await own(req);
-    if (e.state !== 'active') throw endpointRevoked(e);
+    const e = requireActive(await own(req));
     const body = parseInput(createBody, req.body ?? {});
-    return reply.code(201).send(await hooks.create({ id: e.id, slug: e.slug, queues: e.scope_queues }, body, `operator:${req.human!.id}`));
+    return reply.code(201).send(await hooks.create({ id: e.id, slug: e.slug, queues: e.scope_queues }, body, `operator:${req.human!.id}`) satisfies MintedHookView);
   });
 
-  api.post('/hooks/:id/rotate', async (req) => hooks.rotate(await getOwnHook(sql, req.human!.id, (req.params as { id: string }).id)));
+  api.post('/hooks/:id/rotate', async (req): Promise<MintedHookView> => hooks.rotate(await ownHook(req)));
 
-  api.delete('/hooks/:id', async (req) => hooks.delete(await getOwnHook(sql, req.human!.id, (req.params as { id: string }).id)));
+  api.delete('/hooks/:id', async (req): Promise<HookDeleted> => hooks.delete(await ownHook(req)));
 }

@@ -1,25 +1,20 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Clock } from '../lib/clock.ts';
-import type { Sql } from '../db/connect.ts';
-import { SwitchboardError, invalidArgument } from '../domain/errors.ts';
-import { IDEMPOTENCY_KEY_MAX_BYTES, LIST_DEFAULT_LIMIT, TITLE_MAX_BYTES } from '../domain/lifecycle.ts';
+import { SwitchboardError } from '../domain/errors.ts';
+import { LIST_DEFAULT_LIMIT } from '../domain/lifecycle.ts';
 import { validateQueueName } from '../domain/scope.ts';
-import {
-  endpointRevoked,
-  listOwnEndpoints,
-  resolveOwnEndpoint,
-  revokeOwnEndpoint,
-  vendEndpoint,
-  type Endpoint,
-} from '../store/endpoints.ts';
-import type { Human } from '../store/humans.ts';
+import { kindProblem } from '../domain/todo-input.ts';
+import { mcpJson, mcpUrl } from '../domain/mcp-client.ts';
+import type { Endpoint, EndpointService } from '../services/endpoints.ts';
 import { rfc3339 } from '../domain/time.ts';
-import { TODO_STATES, insertEventAndTodo, listTodos, summarizeTodo, type TodoRow } from '../store/todos.ts';
-import { inputsOf, type PresenceService } from '../services/presence.ts';
+import { TODO_STATES, summarizeTodo, type TodoService, type TodoState } from '../services/todos.ts';
+import type { OperatorPresence } from '../services/presence-operator.ts';
+import { inputsOf } from '../services/presence.ts';
 import { effective } from '../domain/presence/index.ts';
 import { humanGuard } from './auth.ts';
-import { Humans } from '../services/humans.ts';
+import type { EndpointView, MeView, PushResult, RevokeResult, TodoList, VendResult } from './wire.ts';
+import type { Humans } from '../services/humans.ts';
 import { registerDoorbellTestRoutes } from './doorbell-tests.ts';
 import { registerPresenceRoutes } from './presence.ts';
 import type { SelfTests } from '../services/doorbell/self-tests.ts';
@@ -32,15 +27,13 @@ import { RateLimiter } from '../web/rate-limit.ts';
 import { limitParam, parseInput } from '../domain/validate.ts';
 
 export interface ApiDeps {
-  sql: Sql;
+  humans: Humans;
   clock: Clock;
   /** The public base URL; a function because a test server learns its port only after listening. */
   baseUrl: () => string;
-  /** Runs after a revocation commits: this instance drops the endpoint's sessions at once. */
-  onEndpointRevoked?: (endpointId: string) => void;
-  /** Runs after a new push-eligible todo commits: rings one of its endpoint's sessions here. */
-  onTodoReady?: (todo: TodoRow) => void;
-  presence: PresenceService;
+  endpoints: EndpointService;
+  todos: TodoService;
+  operatorPresence: OperatorPresence;
   selfTests: SelfTests;
   webhooks: Webhooks;
   hooks: NotifyHooks;
@@ -53,14 +46,12 @@ export const API_READ_LIMIT = { rate: 20, burst: 40 };
 export const API_WRITE_LIMIT = { rate: 5, burst: 20 };
 export const API_BODY_LIMIT = 64 * 1024;
 
-export const mcpUrl = (baseUrl: string, slug: string) => `${baseUrl}/mcp/${slug}`;
-
 export function endpointOut(
   e: Endpoint,
   baseUrl: string,
   now: Date,
   counts: { sessions: number; unheard_sessions: number } = { sessions: 0, unheard_sessions: 0 },
-) {
+): EndpointView {
   const eff = effective(inputsOf(e), now);
   return {
     id: e.id,
@@ -80,15 +71,6 @@ export function endpointOut(
   };
 }
 
-/** The client wiring for `.mcp.json`; server key `switchboard`. */
-export function mcpJson(url: string, credential: string) {
-  return { mcpServers: { switchboard: { type: 'http', url, headers: { Authorization: `Bearer ${credential}` } } } };
-}
-
-const byteLength = (s: string) => Buffer.byteLength(s, 'utf8');
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f]/;
-
 const vendBody = z
   .object({
     name: z.string({ error: 'is required and must be a string' }),
@@ -103,9 +85,10 @@ const pushBody = z
     queue: z.string({ error: 'must be a string' }).optional(),
     kind: z
       .string({ error: 'must be a string' })
-      .min(1, 'must not be empty')
-      .max(64, 'must be at most 64 characters')
-      .regex(/^[A-Za-z0-9._:-]+$/, 'must be letters, digits, ".", "_", ":" or "-"')
+      .superRefine((kind, ctx) => {
+        const problem = kindProblem(kind);
+        if (problem) ctx.addIssue({ code: 'custom', message: problem });
+      })
       .optional(),
     payload: z.json({ error: 'must be JSON' }).optional(),
     key: z.string({ error: 'must be a string' }).optional(),
@@ -120,32 +103,8 @@ const listQuery = z
   })
   .strict();
 
-function validateTitle(raw: string): string {
-  const title = raw.trim();
-  if (title === '') throw invalidArgument('title', 'must not be empty');
-  if (byteLength(title) > TITLE_MAX_BYTES) throw invalidArgument('title', `must be at most ${TITLE_MAX_BYTES} bytes; put detail in payload`);
-  if (CONTROL.test(title)) throw invalidArgument('title', 'must be one line without control characters');
-  return title;
-}
-
-function resolvePushQueue(endpoint: Endpoint, requested: string | undefined): string {
-  if (requested === undefined) {
-    if (endpoint.scope_queues.length === 1) return endpoint.scope_queues[0]!;
-    throw invalidArgument('queue', `required, because endpoint ${endpoint.slug} has several queues (${endpoint.scope_queues.join(', ')})`);
-  }
-  validateQueueName('queue', requested);
-  if (!endpoint.scope_queues.includes(requested)) {
-    throw invalidArgument('queue', `"${requested}" is not one of endpoint ${endpoint.slug}'s queues (${endpoint.scope_queues.join(', ')})`);
-  }
-  return requested;
-}
-
-function describeHuman(h: Human): string {
-  return `${h.display_name ?? h.email ?? h.handle} (${h.id})`;
-}
-
 export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
-  const { sql, clock } = deps;
+  const { clock, endpoints } = deps;
   const base = deps.baseUrl;
   const countsOf = (endpointId: string) => deps.sessionCounts?.(endpointId) ?? { sessions: 0, unheard_sessions: 0 };
   const readLimiter = new RateLimiter(API_READ_LIMIT, clock);
@@ -153,7 +112,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
 
   app.register(
     async (api) => {
-      api.addHook('onRequest', humanGuard(new Humans({ sql, clock })));
+      api.addHook('onRequest', humanGuard(deps.humans));
       api.addHook('onRequest', async (req: FastifyRequest) => {
         const write = req.method !== 'GET' && req.method !== 'HEAD';
         const wait = (write ? writeLimiter : readLimiter).take(req.humanTokenId!);
@@ -171,69 +130,41 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
       // without a token it is the same 401 as any other route.
       api.setNotFoundHandler(async (_req, reply) => sendError(reply, new SwitchboardError('not_found', 'no such route')));
 
-      const human = (req: FastifyRequest): Human => req.human!;
+      const human = (req: FastifyRequest) => req.human!;
       const ref = (req: FastifyRequest) => (req.params as { ref: string }).ref;
 
-      api.get('/me', async (req) => {
+      api.get('/me', async (req): Promise<MeView> => {
         const h = human(req);
         return { id: h.id, handle: h.handle, display_name: h.display_name, email: h.email };
       });
 
       api.post('/endpoints', async (req, reply: FastifyReply) => {
         const body = parseInput(vendBody, req.body ?? {});
-        const { endpoint, credential } = await vendEndpoint(sql, human(req).id, body, clock.now());
+        const { endpoint, credential } = await endpoints.vend(human(req).id, body);
         const out = endpointOut(endpoint, base(), clock.now());
-        return reply.code(201).send({ ...out, token: credential, mcp_json: mcpJson(out.mcp_url, credential) });
+        return reply.code(201).send({ ...out, token: credential, mcp_json: mcpJson(out.mcp_url, credential) } satisfies VendResult);
       });
 
-      api.get('/endpoints', async (req) => {
-        const rows = await listOwnEndpoints(sql, human(req).id);
+      api.get('/endpoints', async (req): Promise<EndpointView[]> => {
+        const rows = await endpoints.listOwn(human(req).id);
         return rows.map((e) => endpointOut(e, base(), clock.now(), countsOf(e.id)));
       });
 
-      api.get('/endpoints/:ref', async (req) => {
-        const e = await resolveOwnEndpoint(sql, human(req).id, ref(req));
+      api.get('/endpoints/:ref', async (req): Promise<EndpointView> => {
+        const e = await endpoints.requireOwn(human(req).id, ref(req));
         return endpointOut(e, base(), clock.now(), countsOf(e.id));
       });
 
-      api.post('/endpoints/:ref/revoke', async (req) => {
-        const { endpoint, deadLettered } = await revokeOwnEndpoint(sql, human(req).id, ref(req), clock.now());
-        deps.onEndpointRevoked?.(endpoint.id);
+      api.post('/endpoints/:ref/revoke', async (req): Promise<RevokeResult> => {
+        const { endpoint, deadLettered } = await endpoints.revoke(human(req).id, ref(req));
         return { ...endpointOut(endpoint, base(), clock.now()), todos_dead_lettered: deadLettered };
       });
 
       api.post('/endpoints/:ref/todos', async (req, reply: FastifyReply) => {
         const h = human(req);
-        const endpoint = await resolveOwnEndpoint(sql, h.id, ref(req));
+        const endpoint = await endpoints.requireOwn(h.id, ref(req));
         const body = parseInput(pushBody, req.body ?? {});
-        if (endpoint.state !== 'active') throw endpointRevoked(endpoint);
-        const title = validateTitle(body.title);
-        const queue = resolvePushQueue(endpoint, body.queue);
-        if (body.key !== undefined && (body.key === '' || byteLength(body.key) > IDEMPOTENCY_KEY_MAX_BYTES)) {
-          throw invalidArgument('key', `must be 1-${IDEMPOTENCY_KEY_MAX_BYTES} bytes`);
-        }
-        const { todo, created, eventId, pushEligible } = await insertEventAndTodo(
-          sql,
-          {
-            source: 'operator',
-            family: 'operator',
-            trustMode: 'operator',
-            verified: true,
-            verifyDetail: `operator-authored over /api/v1 by ${describeHuman(h)}`,
-            externalId: body.key ?? null,
-          },
-          {
-            endpointId: endpoint.id,
-            queue,
-            title,
-            source: 'operator',
-            kind: body.kind ?? 'operator',
-            payload: body.payload ?? {},
-            idempotencyKey: body.key ?? null,
-          },
-          clock.now(),
-        );
-        if (created && pushEligible) deps.onTodoReady?.(todo);
+        const { todo, created, eventId } = await deps.todos.pushByOperator(h, endpoint, body);
         return reply.code(created ? 201 : 200).send({
           id: todo.id,
           endpoint_id: endpoint.id,
@@ -242,21 +173,21 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
           state: todo.state,
           created,
           event_id: eventId === null ? null : Number(eventId),
-        });
+        } satisfies PushResult);
       });
 
-      registerPresenceRoutes(api, { sql, clock, presence: deps.presence });
-      registerDoorbellTestRoutes(api, { sql, selfTests: deps.selfTests });
-      registerWebhookRoutes(api, { sql, webhooks: deps.webhooks });
-      registerHookRoutes(api, { sql, hooks: deps.hooks });
+      registerPresenceRoutes(api, { endpoints, operatorPresence: deps.operatorPresence });
+      registerDoorbellTestRoutes(api, { endpoints, selfTests: deps.selfTests });
+      registerWebhookRoutes(api, { endpoints, webhooks: deps.webhooks });
+      registerHookRoutes(api, { endpoints, hooks: deps.hooks });
 
-      api.get('/endpoints/:ref/todos', async (req) => {
-        const endpoint = await resolveOwnEndpoint(sql, human(req).id, ref(req));
+      api.get('/endpoints/:ref/todos', async (req): Promise<TodoList> => {
+        const endpoint = await endpoints.requireOwn(human(req).id, ref(req));
         const q = parseInput(listQuery, req.query ?? {}, 'query');
         if (q.queue !== undefined) validateQueueName('queue', q.queue);
-        const rows = await listTodos(sql, endpoint.id, {
+        const rows = await deps.todos.list(endpoint.id, {
           queue: q.queue,
-          state: q.state as (typeof TODO_STATES)[number] | undefined,
+          state: q.state as TodoState | undefined,
           limit: q.limit ?? LIST_DEFAULT_LIMIT,
         });
         return { todos: rows.map(summarizeTodo) };

@@ -1,17 +1,13 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { Clock } from '../lib/clock.ts';
-import type { Sql } from '../db/connect.ts';
-import type { PresenceService } from '../services/presence.ts';
-import { invalidArgument } from '../domain/errors.ts';
-import { parseShift, planOperatorSet } from '../domain/presence/index.ts';
-import { endpointRevoked, resolveOwnEndpoint, type Endpoint } from '../store/endpoints.ts';
+import type { Endpoint, EndpointService } from '../services/endpoints.ts';
+import type { OperatorPresence } from '../services/presence-operator.ts';
 import { parseInput } from '../domain/validate.ts';
+import type { PresenceView } from './wire.ts';
 
 export interface PresenceRouteDeps {
-  sql: Sql;
-  clock: Clock;
-  presence: PresenceService;
+  endpoints: EndpointService;
+  operatorPresence: OperatorPresence;
 }
 
 const presenceBody = z
@@ -29,47 +25,29 @@ const shiftBody = z.object({ shift: z.union([z.string({ error: 'must be a string
  * a revoked endpoint answers 409.
  */
 export function registerPresenceRoutes(api: FastifyInstance, deps: PresenceRouteDeps): void {
-  const { sql, clock, presence } = deps;
+  const { endpoints, operatorPresence } = deps;
+  const activeEndpoint = (req: FastifyRequest): Promise<Endpoint> =>
+    endpoints.requireOwnActive(req.human!.id, (req.params as { ref: string }).ref);
 
-  async function activeEndpoint(req: FastifyRequest): Promise<Endpoint> {
-    const endpoint = await resolveOwnEndpoint(sql, req.human!.id, (req.params as { ref: string }).ref);
-    if (endpoint.state !== 'active') throw endpointRevoked(endpoint);
-    return endpoint;
-  }
+  api.get('/endpoints/:ref/presence', async (req): Promise<PresenceView> => operatorPresence.view(await activeEndpoint(req)));
 
-  /** A write that lost a race with revocation answers like the revocation. */
-  const mustStillBeActive = (ok: boolean, endpoint: Endpoint) => {
-    if (!ok) throw endpointRevoked({ slug: endpoint.slug, state: 'revoked' });
-  };
-
-  api.get('/endpoints/:ref/presence', async (req) => presence.view((await activeEndpoint(req)).id));
-
-  api.put('/endpoints/:ref/presence', async (req) => {
+  api.put('/endpoints/:ref/presence', async (req): Promise<PresenceView> => {
     const endpoint = await activeEndpoint(req);
     const body = parseInput(presenceBody, req.body ?? {});
-    const now = clock.now();
-    const until = body.until ? new Date(body.until) : null;
-    if (until && until.getTime() <= now.getTime()) throw invalidArgument('until', 'must be in the future');
-    const inputs = await presence.inputs(endpoint.id);
-    if (!inputs) throw endpointRevoked({ slug: endpoint.slug, state: 'revoked' });
-    const plan = planOperatorSet(inputs, now, body.presence, until, req.human!.id);
-    mustStillBeActive(await presence.setOverride(endpoint.id, plan, `operator:${req.human!.id}`), endpoint);
-    return presence.view(endpoint.id);
+    await operatorPresence.set(req.human!.id, endpoint, body.presence, body.until ? new Date(body.until) : null);
+    return operatorPresence.view(endpoint);
   });
 
-  api.delete('/endpoints/:ref/presence', async (req) => {
+  api.delete('/endpoints/:ref/presence', async (req): Promise<PresenceView> => {
     const endpoint = await activeEndpoint(req);
-    const cleared = { override: null, overrideUntil: null, overrideSetAt: null, overrideBy: null };
-    mustStillBeActive(await presence.setOverride(endpoint.id, cleared, `operator:${req.human!.id}`), endpoint);
-    return presence.view(endpoint.id);
+    await operatorPresence.clear(req.human!.id, endpoint);
+    return operatorPresence.view(endpoint);
   });
 
-  api.put('/endpoints/:ref/shift', async (req) => {
+  api.put('/endpoints/:ref/shift', async (req): Promise<PresenceView> => {
     const endpoint = await activeEndpoint(req);
     const body = parseInput(shiftBody, req.body ?? {});
-    const canonical = body.shift === null ? null : parseShift(body.shift).canonical;
-    mustStillBeActive(await presence.setShift(endpoint.id, canonical, `operator:${req.human!.id}`), endpoint);
-    return presence.view(endpoint.id);
+    await operatorPresence.setShift(req.human!.id, endpoint, body.shift);
+    return operatorPresence.view(endpoint);
   });
 }
-

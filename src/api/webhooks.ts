@@ -1,12 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { Sql } from '../db/connect.ts';
-import type { Webhooks } from '../services/webhooks.ts';
+import { WEBHOOKS_PER_ENDPOINT_MAX, type Webhooks } from '../services/webhooks.ts';
+import type { EndpointService } from '../services/endpoints.ts';
 import { LIST_DEFAULT_LIMIT } from '../domain/lifecycle.ts';
-import { endpointRevoked, resolveOwnEndpoint, type Endpoint } from '../store/endpoints.ts';
 import { rfc3339 } from '../domain/time.ts';
-import { WEBHOOKS_PER_ENDPOINT_MAX, getOwnWebhook, listEndpointEvents } from '../store/webhooks.ts';
 import { limitParam, parseInput } from '../domain/validate.ts';
+import type { EventList, MintedWebhookView, WebhookDeleted, WebhookList } from './wire.ts';
 
 const createBody = z
   .object({
@@ -23,16 +22,14 @@ const eventsQuery = z
   .strict();
 
 /** Webhooks and delivery history for the owning human (same guard and limits as all of /api/v1). */
-export function registerWebhookRoutes(api: FastifyInstance, deps: { sql: Sql; webhooks: Webhooks }): void {
-  const { sql, webhooks } = deps;
-  const own = (req: FastifyRequest) => resolveOwnEndpoint(sql, req.human!.id, (req.params as { ref: string }).ref);
-  const active = async (req: FastifyRequest): Promise<Endpoint> => {
-    const e = await own(req);
-    if (e.state !== 'active') throw endpointRevoked(e);
-    return e;
-  };
+export function registerWebhookRoutes(api: FastifyInstance, deps: { endpoints: EndpointService; webhooks: Webhooks }): void {
+  const { endpoints, webhooks } = deps;
+  const refOf = (req: FastifyRequest) => (req.params as { ref: string }).ref;
+  const own = (req: FastifyRequest) => endpoints.requireOwn(req.human!.id, refOf(req));
+  const active = (req: FastifyRequest) => endpoints.requireOwnActive(req.human!.id, refOf(req));
+  const ownWebhook = (req: FastifyRequest) => webhooks.ownWebhook(req.human!.id, (req.params as { id: string }).id);
 
-  api.get('/endpoints/:ref/webhooks', async (req) => {
+  api.get('/endpoints/:ref/webhooks', async (req): Promise<WebhookList> => {
     const e = await own(req);
     return { webhooks: await webhooks.list(e.id) };
   });
@@ -41,17 +38,17 @@ export function registerWebhookRoutes(api: FastifyInstance, deps: { sql: Sql; we
     const e = await active(req);
     const body = parseInput(createBody, req.body ?? {});
     const created = await webhooks.create({ id: e.id, slug: e.slug, queues: e.scope_queues }, body, `operator:${req.human!.id}`, WEBHOOKS_PER_ENDPOINT_MAX);
-    return reply.code(201).send(created);
+    return reply.code(201).send(created satisfies MintedWebhookView);
   });
 
-  api.post('/webhooks/:id/rotate', async (req) => webhooks.rotate(await getOwnWebhook(sql, req.human!.id, (req.params as { id: string }).id)));
+  api.post('/webhooks/:id/rotate', async (req): Promise<MintedWebhookView> => webhooks.rotate(await ownWebhook(req)));
 
-  api.delete('/webhooks/:id', async (req) => webhooks.delete(await getOwnWebhook(sql, req.human!.id, (req.params as { id: string }).id)));
+  api.delete('/webhooks/:id', async (req): Promise<WebhookDeleted> => webhooks.delete(await ownWebhook(req)));
 
-  api.get('/events', async (req) => {
+  api.get('/events', async (req): Promise<EventList> => {
     const q = parseInput(eventsQuery, req.query ?? {}, 'query');
-    const e = await resolveOwnEndpoint(sql, req.human!.id, q.endpoint);
-    const rows = await listEndpointEvents(sql, e.id, q.limit ?? LIST_DEFAULT_LIMIT);
+    const e = await endpoints.requireOwn(req.human!.id, q.endpoint);
+    const rows = await webhooks.events(e.id, q.limit ?? LIST_DEFAULT_LIMIT);
     return { events: rows.map((r) => ({ ...r, received_at: rfc3339(r.received_at), disposition: r.todo_id ? 'routed' : 'recorded' })) };
   });
 }

@@ -1,12 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type { EffectivePresence } from '../domain/presence/index.ts';
 import { GRANTABLE_VERBS, DEFAULT_VERBS } from '../domain/scope.ts';
-import type { HumanTodoRow } from '../store/board.ts';
-import type { Endpoint } from '../store/endpoints.ts';
-import type { EventSummary } from '../store/webhooks.ts';
+import type { HumanTodo, HumanTodoRow } from '../services/board-reads.ts';
+import type { Endpoint } from '../services/endpoints.ts';
+import type { EventSummary } from '../services/webhooks.ts';
 import { rfc3339 } from '../domain/time.ts';
-import type { TodoRow, TodoState } from '../store/todos.ts';
-import { TODO_STATES } from '../store/todos.ts';
+import { TODO_STATES, type TodoState } from '../services/todos.ts';
 import { VERSION } from '../lib/version.ts';
 import type { BoardSession } from './auth.ts';
 import { Html, html, path, withQuery, type Part } from './html.ts';
@@ -578,7 +577,7 @@ ${v.rows.length >= v.limit ? html`<p class="hint">Showing the newest ${v.limit}.
 
 const pretty = (v: unknown) => JSON.stringify(v, null, 2) ?? 'null';
 
-export function todoPage(s: BoardSession, t: TodoRow & { endpoint_slug: string; agent_name: string }, held: EffectivePresence | null, now: Date): string {
+export function todoPage(s: BoardSession, t: HumanTodo, held: EffectivePresence | null, now: Date): string {
   const row = (label: string, value: Part) => html`<dt>${label}</dt><dd>${value}</dd>`;
   return page(
     { title: t.title, session: s, liveUrl: path('/todos', t.id), nav: 'todos' },

@@ -1,8 +1,11 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '../lib/clock.ts';
-import type { Sql } from '../db/connect.ts';
-import { inputsOf, type PresenceService } from '../services/presence.ts';
+import { inputsOf } from '../services/presence.ts';
+import type { BoardReads } from '../services/board-reads.ts';
+import type { Endpoint, EndpointService } from '../services/endpoints.ts';
+import type { OperatorPresence } from '../services/presence-operator.ts';
+import { TODO_STATES, type TodoState } from '../services/todos.ts';
 import type { SelfTests } from '../services/doorbell/self-tests.ts';
 import { SwitchboardError, invalidArgument, isSwitchboardError } from '../domain/errors.ts';
 import { HTTP_STATUS, classifyAndLog } from '../web/errors.ts';
@@ -11,14 +14,11 @@ import { RateLimiter } from '../web/rate-limit.ts';
 import type { Webhooks } from '../services/webhooks.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Session, SessionRegistry } from '../sessions/registry.ts';
-import { effective, parseShift, planOperatorSet, CLEARED_OVERRIDE, type EffectivePresence } from '../domain/presence/index.ts';
+import { effective, type EffectivePresence, type Presence } from '../domain/presence/index.ts';
+import { mcpJson, mcpUrl } from '../domain/mcp-client.ts';
 import { validateQueueName } from '../domain/scope.ts';
 import { hashSecret } from '../lib/secrets.ts';
-import { countHumanTodos, getHumanTodo, latestSelfTests, listHumanTodos } from '../store/board.ts';
-import { endpointRevoked, listOwnEndpoints, resolveOwnEndpoint, revokeOwnEndpoint, vendEndpoint, type Endpoint } from '../store/endpoints.ts';
-import { TODO_STATES, type TodoState } from '../store/todos.ts';
-import { listEndpointEvents } from '../store/webhooks.ts';
-import { Humans } from '../services/humans.ts';
+import type { Humans } from '../services/humans.ts';
 import { SESSION_COOKIE, boardSession, clearSessionCookie, readCookie, setSessionCookie, type BoardSession } from './auth.ts';
 import { OIDC_STATE_COOKIE, OIDC_STATE_TTL_MS, OidcError, type OidcLogin } from './oidc.ts';
 import { csrfValid } from './csrf.ts';
@@ -57,16 +57,16 @@ const TODOS_PAGE_LIMIT = 100;
 const VEND_REQUEST = /^[A-Za-z0-9_-]{16,64}$/;
 
 export interface BoardDeps {
-  sql: Sql;
+  humans: Humans;
   clock: Clock;
   log: Logger;
   baseUrl: () => string;
   sessions: SessionRegistry;
-  presence: PresenceService;
+  endpoints: EndpointService;
+  operatorPresence: OperatorPresence;
+  reads: BoardReads;
   selfTests: SelfTests;
   webhooks: Webhooks;
-  /** Runs after a revocation commits: this instance drops the endpoint's sessions at once. */
-  onEndpointRevoked?: (endpointId: string) => void;
   /** Whether a session's recent doorbell writes all failed (the deaf-consumer warning). */
   isDeaf?: (session: Session) => boolean;
   /** How often live updates look for changes (default 2 s). */
@@ -109,7 +109,6 @@ function parseUntil(raw: string | undefined, now: Date): Date | null {
   else if (/^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:\d\d)$/i.test(text)) until = new Date(text);
   else throw invalidArgument('until', 'must be a duration like 90m or 2h, or an RFC 3339 time like 2026-12-01T17:00:00Z');
   if (Number.isNaN(until.getTime())) throw invalidArgument('until', 'is not a valid time');
-  if (until.getTime() <= now.getTime()) throw invalidArgument('until', 'must be in the future');
   return until;
 }
 
@@ -135,14 +134,14 @@ declare module 'fastify' {
  * /api/v1 (vend, revoke, presence, shift, self-test), so every decision is made in one place.
  */
 export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
-  const { sql, clock, log } = deps;
+  const { clock, log, humans } = deps;
   const secure = () => deps.baseUrl().startsWith('https://');
   const postLimiter = new RateLimiter(BOARD_POST_LIMIT, clock);
   const signInLimiter = new RateLimiter(BOARD_SIGN_IN_LIMIT, clock);
   const oidc = deps.oidc ?? null;
-  const humans = new Humans({ sql, clock });
   const events = new BoardEvents({
-    sql,
+    endpoints: deps.endpoints,
+    reads: deps.reads,
     clock,
     log,
     pollMs: deps.eventsPollMs,
@@ -312,7 +311,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     const cardData = (e: Endpoint): CardData => ({
       endpoint: e,
       presence: effective(inputsOf(e), now()),
-      mcpUrl: `${deps.baseUrl()}/mcp/${e.slug}`,
+      mcpUrl: mcpUrl(deps.baseUrl(), e.slug),
       sessions: deps.sessions.sessionsOf(e.id).map((s) => ({
         id: s.id,
         client: `${s.clientInfo.name} ${s.clientInfo.version}`.trim(),
@@ -323,12 +322,12 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     });
 
     async function renderEndpoints(reply: FastifyReply, s: BoardSession, status: number, opts: Parameters<typeof endpointsPage>[3] = {}) {
-      const rows = await listOwnEndpoints(sql, s.human.id);
+      const rows = await deps.endpoints.listOwn(s.human.id);
       return sendPage(reply, status, endpointsPage(s, rows.map(cardData), now(), opts));
     }
 
     async function renderEndpoint(reply: FastifyReply, s: BoardSession, e: Endpoint, status: number, opts: { errs?: CardErrors; reportError?: string } = {}) {
-      const [latest] = await latestSelfTests(sql, [e.id]);
+      const [latest] = await deps.reads.latestSelfTests([e.id]);
       let report: ReportView | null = null;
       if (latest) {
         const r = await deps.selfTests.report(e.id, latest.test_id);
@@ -338,7 +337,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
         report,
         reportError: opts.reportError,
         webhooks: await deps.webhooks.list(e.id),
-        events: await listEndpointEvents(sql, e.id, 5),
+        events: await deps.webhooks.events(e.id, 5),
         errs: opts.errs,
         live: status === 200 && !opts.errs && !opts.reportError,
       });
@@ -346,11 +345,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     }
 
     /** One of the caller's endpoints that is still active; another human's answers like a missing one. */
-    async function activeEndpoint(req: FastifyRequest): Promise<Endpoint> {
-      const e = await resolveOwnEndpoint(sql, humanOf(req).human.id, idParam(req));
-      if (e.state !== 'active') throw endpointRevoked(e);
-      return e;
-    }
+    const activeEndpoint = (req: FastifyRequest): Promise<Endpoint> => deps.endpoints.requireOwnActive(humanOf(req).human.id, idParam(req));
 
     /** After a card form: back to the page it was sent from (one of two fixed paths). */
     const cardHome = (req: FastifyRequest, e: Endpoint) =>
@@ -377,8 +372,8 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
       const request = field(form, 'vend_request');
       const vendRequest = request !== undefined && VEND_REQUEST.test(request) ? request : undefined;
       try {
-        const { endpoint, credential } = await vendEndpoint(sql, s.human.id, { name, queues, verbs, vendRequest }, now());
-        const mcpUrl = `${deps.baseUrl()}/mcp/${endpoint.slug}`;
+        const { endpoint, credential } = await deps.endpoints.vend(s.human.id, { name, queues, verbs, vendRequest });
+        const url = mcpUrl(deps.baseUrl(), endpoint.slug);
         log.info({ slug: endpoint.slug, human_id: s.human.id }, 'endpoint vended on the board');
         return sendPage(
           reply,
@@ -387,14 +382,14 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
             id: endpoint.id,
             name: endpoint.agent_name,
             slug: endpoint.slug,
-            mcpUrl,
+            mcpUrl: url,
             credential,
-            mcpJson: { mcpServers: { switchboard: { type: 'http', url: mcpUrl, headers: { Authorization: `Bearer ${credential}` } } } },
+            mcpJson: mcpJson(url, credential),
           }),
         );
       } catch (err) {
         if (isSwitchboardError(err) && err.code === 'conflict' && typeof err.details.endpoint_id === 'string') {
-          const first = await resolveOwnEndpoint(sql, s.human.id, err.details.endpoint_id);
+          const first = await deps.endpoints.requireOwn(s.human.id, err.details.endpoint_id);
           return sendPage(reply, 409, alreadyVendedPage(s, first));
         }
         if (!isInvalid(err)) throw err;
@@ -403,7 +398,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     });
 
     board.get('/endpoints/:id', async (req, reply) => {
-      const e = await resolveOwnEndpoint(sql, humanOf(req).human.id, idParam(req));
+      const e = await deps.endpoints.requireOwn(humanOf(req).human.id, idParam(req));
       return renderEndpoint(reply, humanOf(req), e, 200);
     });
 
@@ -413,13 +408,8 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
       const form = formOf(req);
       const s = humanOf(req);
       try {
-        const wanted = field(form, 'presence');
-        if (wanted !== 'in' && wanted !== 'out') throw invalidArgument('presence', 'must be "in" or "out"');
         const until = parseUntil(field(form, 'until'), now());
-        const inputs = await deps.presence.inputs(e.id);
-        if (!inputs) throw endpointRevoked({ slug: e.slug, state: 'revoked' });
-        const plan = planOperatorSet(inputs, now(), wanted, until, s.human.id);
-        if (!(await deps.presence.setOverride(e.id, plan, `operator:${s.human.id}`))) throw endpointRevoked({ slug: e.slug, state: 'revoked' });
+        await deps.operatorPresence.set(s.human.id, e, field(form, 'presence') as Presence, until);
       } catch (err) {
         if (!isInvalid(err)) throw err;
         return cardRefused(req, reply, e, err);
@@ -430,7 +420,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     board.post('/endpoints/:id/presence/clear', async (req, reply) => {
       const e = await activeEndpoint(req);
       const s = humanOf(req);
-      if (!(await deps.presence.setOverride(e.id, { ...CLEARED_OVERRIDE }, `operator:${s.human.id}`))) throw endpointRevoked({ slug: e.slug, state: 'revoked' });
+      await deps.operatorPresence.clear(s.human.id, e);
       return reply.redirect(cardHome(req, e), 303);
     });
 
@@ -441,8 +431,8 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
       const s = humanOf(req);
       const raw = field(form, 'shift') ?? '';
       try {
-        const canonical = field(form, 'action') === 'clear' || raw.trim() === '' ? null : parseShift(raw).canonical;
-        if (!(await deps.presence.setShift(e.id, canonical, `operator:${s.human.id}`))) throw endpointRevoked({ slug: e.slug, state: 'revoked' });
+        const shift = field(form, 'action') === 'clear' || raw.trim() === '' ? null : raw;
+        await deps.operatorPresence.setShift(s.human.id, e, shift);
       } catch (err) {
         if (!isInvalid(err)) throw err;
         return cardRefused(req, reply, e, err, raw);
@@ -470,8 +460,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
 
     board.post('/endpoints/:id/revoke', async (req, reply) => {
       const s = humanOf(req);
-      const { endpoint, deadLettered } = await revokeOwnEndpoint(sql, s.human.id, idParam(req), now());
-      deps.onEndpointRevoked?.(endpoint.id);
+      const { endpoint, deadLettered } = await deps.endpoints.revoke(s.human.id, idParam(req));
       log.info({ slug: endpoint.slug, human_id: s.human.id, todos_dead_lettered: deadLettered }, 'endpoint revoked on the board');
       return reply.redirect(path('/endpoints', endpoint.id), 303);
     });
@@ -482,7 +471,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     /** Effective presence of each of the human's active endpoints, for "held until". */
     async function heldBy(humanId: string): Promise<Map<string, EffectivePresence>> {
       const out = new Map<string, EffectivePresence>();
-      for (const e of await listOwnEndpoints(sql, humanId)) {
+      for (const e of await deps.endpoints.listOwn(humanId)) {
         if (e.state !== 'active') continue;
         const eff = effective(inputsOf(e), now());
         if (eff.presence === 'out') out.set(e.id, eff);
@@ -501,8 +490,8 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
       const state = stateRaw as TodoState | undefined;
       const queue = queueRaw === undefined ? undefined : validateQueueName('queue', queueRaw);
       const [rows, counts, held] = await Promise.all([
-        listHumanTodos(sql, s.human.id, { state, queue, limit: TODOS_PAGE_LIMIT }),
-        countHumanTodos(sql, s.human.id),
+        deps.reads.todos(s.human.id, { state, queue, limit: TODOS_PAGE_LIMIT }),
+        deps.reads.todoCounts(s.human.id),
         heldBy(s.human.id),
       ]);
       const stateCounts: Record<string, number> = {};
@@ -528,7 +517,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
 
     board.get('/todos/:id', async (req, reply) => {
       const s = humanOf(req);
-      const t = await getHumanTodo(sql, s.human.id, idParam(req));
+      const t = await deps.reads.todo(s.human.id, idParam(req));
       if (!t) return sendPage(reply, 404, notFoundPage(s));
       const held = t.state === 'pending' ? ((await heldBy(s.human.id)).get(t.endpoint_id) ?? null) : null;
       return sendPage(reply, 200, todoPage(s, t, held, now()));

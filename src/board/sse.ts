@@ -1,12 +1,11 @@
 import type { ServerResponse } from 'node:http';
 import type { Clock } from '../lib/clock.ts';
-import type { Sql } from '../db/connect.ts';
+import type { BoardReads } from '../services/board-reads.ts';
+import type { EndpointService } from '../services/endpoints.ts';
 import { inputsOf } from '../services/presence.ts';
 import { verdictOf } from '../services/doorbell/self-tests.ts';
 import type { Logger } from '../lib/log.ts';
 import { effective } from '../domain/presence/index.ts';
-import { latestSelfTests, todoChangesSince } from '../store/board.ts';
-import { listOwnEndpoints } from '../store/endpoints.ts';
 import { rfc3339 } from '../domain/time.ts';
 
 /**
@@ -38,7 +37,8 @@ const OVERLAP_MS = 10_000;
 export const STREAMS_PER_SESSION = 8;
 
 export interface BoardEventsDeps {
-  sql: Sql;
+  endpoints: Pick<EndpointService, 'listOwn'>;
+  reads: Pick<BoardReads, 'latestSelfTests' | 'todoChangesSince'>;
   clock: Clock;
   log: Logger;
   /** Instance-local session counts of an endpoint. */
@@ -94,13 +94,13 @@ class HumanWatch {
 
   /** One look: compares with the previous one and sends what changed (nothing on the first look). */
   async poll(): Promise<void> {
-    const { sql, clock } = this.deps;
+    const { clock, reads } = this.deps;
     const now = clock.now();
-    const endpoints = await listOwnEndpoints(sql, this.humanId);
+    const endpoints = await this.deps.endpoints.listOwn(this.humanId);
     const ids = endpoints.map((e) => e.id);
-    const tests = new Map((await latestSelfTests(sql, ids)).map((t) => [t.endpoint_id, t]));
+    const tests = new Map((await reads.latestSelfTests(ids)).map((t) => [t.endpoint_id, t]));
     const since = new Date((this.#cursor ?? now).getTime() - OVERLAP_MS);
-    const changes = await todoChangesSince(sql, ids, since);
+    const changes = await reads.todoChangesSince(ids, since);
     if (this.#stopped) return;
 
     for (const c of changes) {

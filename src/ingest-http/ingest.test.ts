@@ -23,6 +23,7 @@ import {
 } from '../domain/ingest/fixtures.testkit.ts';
 import { createLogger } from '../lib/log.ts';
 import { INGEST_BODY_LIMIT } from './routes.ts';
+import { IDEMPOTENCY_KEY_MAX_BYTES } from '../domain/lifecycle.ts';
 
 /**
  * Webhook ingestion end to end: a real server and PostgreSQL, deliveries signed in the test
@@ -431,6 +432,23 @@ describe('deliveries', () => {
 
     // Same X-Delivery-Id: the same todo.
     const again = await post(gen.ingest_url, body, { 'content-type': 'application/json', 'x-delivery-id': 'build-981' });
+    expect(again.json).toMatchObject({ created: 0, id: r.json.id });
+  });
+
+  it('a delivery id that makes the key exceed the key cap still becomes a todo (keyed by its hash) and still dedups', async () => {
+    // 250 bytes is a valid delivery id, but "<webhook id>:<delivery id>" is then over the 256-byte key cap.
+    const delivery = `build-${'7'.repeat(244)}`;
+    const body = JSON.stringify({ title: 'Long delivery id', build: 982 });
+    const headers = { 'content-type': 'application/json', 'x-delivery-id': delivery };
+    const r = await post(gen.ingest_url, body, headers);
+    expect(r.status).toBe(202);
+    expect(r.json).toMatchObject({ created: 1, queue: 'inbox' });
+    const [t] = await db.sql<{ idempotency_key: string; event_id: string }[]>`select idempotency_key, event_id from todos where id = ${r.json.id}`;
+    expect(Buffer.byteLength(t!.idempotency_key)).toBeLessThanOrEqual(IDEMPOTENCY_KEY_MAX_BYTES);
+    expect(t!.idempotency_key).toBe(`${gen.webhook_id}:sha256:${createHash('sha256').update(delivery).digest('hex')}`);
+    const [ev] = await db.sql`select external_id from events where id = ${t!.event_id}`;
+    expect(ev!.external_id).toBe(delivery);
+    const again = await post(gen.ingest_url, body, headers);
     expect(again.json).toMatchObject({ created: 0, id: r.json.id });
   });
 

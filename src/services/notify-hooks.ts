@@ -11,7 +11,7 @@ import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { neutralizeText } from '../domain/neutralize.ts';
 import { effective } from '../domain/presence/index.ts';
-import { deleteHook, getEndpointHook, hookTargets, insertHook, listHooks, recordHookOutcome, rotateHook, type HookRow } from '../store/hooks.ts';
+import { deleteHook, getEndpointHook, getOwnHook, hookTargets, insertHook, listHooks, recordHookOutcome, rotateHook, type HookRow } from '../store/hooks.ts';
 import { pushEligibleBacklog } from '../store/presence.ts';
 import { rfc3339 } from '../domain/time.ts';
 import type { TodoRow } from '../store/todos/index.ts';
@@ -141,6 +141,11 @@ export class NotifyHooks {
 
   endpointHook(endpointId: string, hookId: string) {
     return getEndpointHook(this.sql, endpointId, hookId);
+  }
+
+  /** One of the human's hooks; another human's answers like a missing one. */
+  ownHook(humanId: string, hookId: string) {
+    return getOwnHook(this.sql, humanId, hookId);
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -5,14 +5,21 @@ import { SwitchboardError, forbidden, invalidArgument } from '../domain/errors.t
 import { rfc3339 } from '../domain/time.ts';
 import {
   SOURCE_TYPES,
+  WEBHOOKS_PER_ENDPOINT_MAX,
   createWebhook,
   deleteWebhook,
+  getEndpointWebhook,
+  getOwnWebhook,
+  listEndpointEvents,
   listWebhooks,
   rotateWebhook,
+  type EventSummary,
   type MintedWebhook,
   type SourceType,
   type WebhookRow,
 } from '../store/webhooks.ts';
+
+export { WEBHOOKS_PER_ENDPOINT_MAX, type EventSummary };
 
 export interface WebhookOwner {
   id: string;
@@ -102,6 +109,21 @@ export class Webhooks {
   async delete(row: WebhookRow) {
     await deleteWebhook(this.sql, row.id);
     return { webhook_id: row.id, deleted: true };
+  }
+
+  /** One of the human's webhooks; another human's answers like a missing one. */
+  ownWebhook(humanId: string, webhookId: string): Promise<WebhookRow> {
+    return getOwnWebhook(this.sql, humanId, webhookId);
+  }
+
+  /** One webhook of the endpoint; another endpoint's answers like a missing one. */
+  endpointWebhook(endpointId: string, webhookId: string): Promise<WebhookRow> {
+    return getEndpointWebhook(this.sql, endpointId, webhookId);
+  }
+
+  /** Delivery history of one endpoint, newest first. */
+  events(endpointId: string, limit: number): Promise<EventSummary[]> {
+    return listEndpointEvents(this.sql, endpointId, limit);
   }
 
   openSecret(row: WebhookRow): string | null {

@@ -1,7 +1,7 @@
+import { TITLE_MAX_BYTES as MAX_TITLE_BYTES } from '../lifecycle.ts';
 import type { SourceType } from '../webhook-source.ts';
 
 type Json = Record<string, any>;
-const MAX_TITLE_BYTES = 200;
 
 /** One line, no control characters, at most 200 bytes (cut on a character boundary). */
 export function oneLine(text: string): string {

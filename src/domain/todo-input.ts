@@ -1,0 +1,75 @@
+import { createHash } from 'node:crypto';
+import { invalidArgument } from './errors.ts';
+import { IDEMPOTENCY_KEY_MAX_BYTES, TITLE_MAX_BYTES } from './lifecycle.ts';
+import { validateQueueName } from './scope.ts';
+
+/**
+ * The rules for a todo someone pushes (an operator over /api/v1, or a webhook delivery): title,
+ * kind, idempotency key, payload and target queue. Pure: each throws invalid_argument naming its field.
+ */
+
+export const TODO_KIND_MAX_CHARS = 64;
+const KIND = /^[A-Za-z0-9._:-]+$/;
+/** The kind of a todo pushed without one. */
+export const OPERATOR_KIND = 'operator';
+
+const byteLength = (s: string) => Buffer.byteLength(s, 'utf8');
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/** Trimmed; not empty, at most TITLE_MAX_BYTES bytes of UTF-8, one line without control characters. */
+export function todoTitle(raw: string): string {
+  const title = raw.trim();
+  if (title === '') throw invalidArgument('title', 'must not be empty');
+  if (byteLength(title) > TITLE_MAX_BYTES) throw invalidArgument('title', `must be at most ${TITLE_MAX_BYTES} bytes; put detail in payload`);
+  if (CONTROL.test(title)) throw invalidArgument('title', 'must be one line without control characters');
+  return title;
+}
+
+/** What is wrong with a kind, or null: 1-64 letters, digits, ".", "_", ":" or "-". */
+export function kindProblem(kind: string): string | null {
+  if (kind === '') return 'must not be empty';
+  if (kind.length > TODO_KIND_MAX_CHARS) return `must be at most ${TODO_KIND_MAX_CHARS} characters`;
+  if (!KIND.test(kind)) return 'must be letters, digits, ".", "_", ":" or "-"';
+  return null;
+}
+
+export function todoKind(raw: string | undefined): string {
+  if (raw === undefined) return OPERATOR_KIND;
+  const problem = kindProblem(raw);
+  if (problem) throw invalidArgument('kind', problem);
+  return raw;
+}
+
+/** A caller's idempotency key: absent, or 1..IDEMPOTENCY_KEY_MAX_BYTES bytes. */
+export function idempotencyKey(raw: string | undefined): string | null {
+  if (raw === undefined) return null;
+  if (raw === '' || byteLength(raw) > IDEMPOTENCY_KEY_MAX_BYTES) throw invalidArgument('key', `must be 1-${IDEMPOTENCY_KEY_MAX_BYTES} bytes`);
+  return raw;
+}
+
+/**
+ * A webhook delivery's key, `<webhook id>:<delivery id>`. Ingest never refuses a valid delivery, so
+ * a delivery id too long for the key cap is replaced by its SHA-256: still one key per delivery.
+ */
+export function ingestIdempotencyKey(webhookId: string, deliveryId: string): string {
+  const key = `${webhookId}:${deliveryId}`;
+  if (byteLength(key) <= IDEMPOTENCY_KEY_MAX_BYTES) return key;
+  return `${webhookId}:sha256:${createHash('sha256').update(deliveryId, 'utf8').digest('hex')}`;
+}
+
+/** A todo's payload: any JSON value, `{}` when none is given. */
+export const todoPayload = (raw: unknown): unknown => raw ?? {};
+
+/** The queue a push lands in: the one given (one of the endpoint's), or the endpoint's only queue. */
+export function resolvePushQueue(endpoint: { slug: string; scope_queues: readonly string[] }, requested: string | undefined): string {
+  if (requested === undefined) {
+    if (endpoint.scope_queues.length === 1) return endpoint.scope_queues[0]!;
+    throw invalidArgument('queue', `required, because endpoint ${endpoint.slug} has several queues (${endpoint.scope_queues.join(', ')})`);
+  }
+  validateQueueName('queue', requested);
+  if (!endpoint.scope_queues.includes(requested)) {
+    throw invalidArgument('queue', `"${requested}" is not one of endpoint ${endpoint.slug}'s queues (${endpoint.scope_queues.join(', ')})`);
+  }
+  return requested;
+}

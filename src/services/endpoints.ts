@@ -1,0 +1,68 @@
+import {
+  endpointRevoked,
+  listOwnEndpoints,
+  resolveOwnEndpoint,
+  revokeOwnEndpoint,
+  vendEndpoint,
+  type Endpoint,
+  type VendInput,
+} from '../store/endpoints.ts';
+import type { ServiceBase } from './base.ts';
+
+export type { Endpoint, VendInput };
+
+/** The one "still active" rule: a revoked endpoint answers 409 with its slug and state. */
+export function requireActive(endpoint: Endpoint): Endpoint {
+  if (endpoint.state !== 'active') throw endpointRevoked(endpoint);
+  return endpoint;
+}
+
+/**
+ * A conditional write that found the endpoint no longer active (it lost a race with revocation)
+ * answers exactly like the revocation.
+ */
+export function mustStillBeActive(written: boolean, endpoint: Pick<Endpoint, 'slug'>): void {
+  if (!written) throw endpointRevoked({ slug: endpoint.slug, state: 'revoked' });
+}
+
+/**
+ * A human's endpoints: resolve one by slug or id (another human's answers like a missing one),
+ * vend, revoke, list. Every surface asks here, so ownership and "active" are decided once.
+ */
+export class EndpointService {
+  readonly #base: ServiceBase;
+  readonly #onRevoked: (endpointId: string) => void;
+
+  /** `onRevoked` runs after a revocation commits (this instance drops the endpoint's sessions). */
+  constructor(base: ServiceBase, opts: { onRevoked?: (endpointId: string) => void } = {}) {
+    this.#base = base;
+    this.#onRevoked = opts.onRevoked ?? (() => {});
+  }
+
+  /** One of the human's endpoints, in any state. */
+  requireOwn(humanId: string, ref: string): Promise<Endpoint> {
+    return resolveOwnEndpoint(this.#base.sql, humanId, ref);
+  }
+
+  /** One of the human's endpoints that is still active. */
+  async requireOwnActive(humanId: string, ref: string): Promise<Endpoint> {
+    return requireActive(await this.requireOwn(humanId, ref));
+  }
+
+  /** Active endpoints first, then newest. */
+  listOwn(humanId: string): Promise<Endpoint[]> {
+    return listOwnEndpoints(this.#base.sql, humanId);
+  }
+
+  /** The credential is returned once, here. */
+  vend(humanId: string, input: VendInput): Promise<{ endpoint: Endpoint; credential: string }> {
+    return vendEndpoint(this.#base.sql, humanId, input, this.#base.clock.now());
+  }
+
+  /** Revokes and dead-letters its live todos; other instances learn of it by notification. */
+  async revoke(humanId: string, ref: string): Promise<{ endpoint: Endpoint; deadLettered: number }> {
+    const revoked = await revokeOwnEndpoint(this.#base.sql, humanId, ref, this.#base.clock.now());
+    this.#onRevoked(revoked.endpoint.id);
+    return revoked;
+  }
+}

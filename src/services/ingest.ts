@@ -1,0 +1,150 @@
+import { SwitchboardError, unstorableInput } from '../domain/errors.ts';
+import { titleFor } from '../domain/ingest/titles.ts';
+import { deliveryId, eventType, jsonDepthExceeds, sanitizeHeaders, verifySignature } from '../domain/ingest/verify.ts';
+import { ingestIdempotencyKey } from '../domain/todo-input.ts';
+import type { Metrics } from '../lib/metrics.ts';
+import { findIngestTargetUnscoped, touchWebhookDelivery } from '../store/webhooks.ts';
+import type { ServiceBase } from './base.ts';
+import type { TodoService } from './todos.ts';
+import type { Webhooks } from './webhooks.ts';
+
+export interface Delivery {
+  /** The webhook's ingest token, from its URL. */
+  token: string;
+  headers: Record<string, string | string[] | undefined>;
+  /** The raw body, exactly as received (signatures are over these bytes). */
+  body: Buffer;
+  ip: string;
+}
+
+export interface Accepted {
+  todos: { id: string; endpoint_id: string; queue: string; created: boolean }[];
+  created: 0 | 1;
+  id: string;
+  queue: string;
+  trust_mode: string;
+  verified: boolean;
+}
+
+export type IngestVerdict = { ok: true; accepted: Accepted } | { ok: false; error: SwitchboardError };
+
+const refused = (error: SwitchboardError): IngestVerdict => ({ ok: false, error });
+
+/**
+ * A webhook delivery becomes an event and a todo, in this order: the webhook by its token (404),
+ * its endpoint active (503), the signature over the raw bytes (401, nothing stored), the body
+ * parsed, headers sanitized, the delivery id as dedup key, event and todo in one transaction
+ * (TodoService.push, which rings for a new todo only).
+ */
+export class IngestService {
+  constructor(
+    private readonly base: ServiceBase,
+    private readonly deps: { metrics: Metrics; webhooks: Webhooks; todos: TodoService },
+  ) {}
+
+  async deliver(d: Delivery): Promise<IngestVerdict> {
+    const { sql, clock, log } = this.base;
+    const { metrics } = this.deps;
+    const target = await findIngestTargetUnscoped(sql, d.token);
+    if (!target) return refused(new SwitchboardError('not_found', 'unknown webhook'));
+    const provider = target.source_type;
+    const reject = (error: SwitchboardError) => {
+      metrics.webhookDeliveries.inc({ provider, trust_mode: target.trust_mode, verdict: 'rejected' });
+      return refused(error);
+    };
+    if (target.endpoint_state !== 'active') return reject(new SwitchboardError('unavailable', 'webhook not configured: its endpoint is not active'));
+
+    if (target.trust_mode === 'signed') {
+      let secret: string | null;
+      try {
+        secret = this.deps.webhooks.openSecret(target);
+      } catch (err) {
+        // Sealed under a key this instance lacks (unset or changed): the secret is as good as
+        // absent, a configuration fault the producer should retry past, not a 500.
+        log.warn(
+          { provider, slug: target.endpoint_slug, webhook_id: target.id, err: (err as Error).message },
+          'webhook signing secret cannot be opened: check SWITCHBOARD_SECRET_ENCRYPTION_KEY',
+        );
+        return reject(new SwitchboardError('unavailable', 'webhook not configured: its signing secret cannot be read'));
+      }
+      const check = secret ? verifySignature(provider, d.headers, d.body, secret) : ({ ok: false, reason: 'bad_signature' } as const);
+      if (!check.ok) {
+        metrics.webhookVerifyFailures.inc({ provider, reason: check.reason });
+        log.info({ provider, event: eventType(provider, d.headers), reason: check.reason, ip: d.ip, slug: target.endpoint_slug }, 'webhook signature refused');
+        return reject(new SwitchboardError('unauthenticated', 'signature verification failed'));
+      }
+    }
+
+    const rawType = d.headers['content-type'];
+    const contentType = ((Array.isArray(rawType) ? rawType[0] : rawType) ?? '').split(';')[0]!.trim().toLowerCase();
+    const text = d.body.toString('utf8');
+    let payload: unknown;
+    if (provider !== 'generic' || contentType === 'application/json' || contentType.endsWith('+json')) {
+      if (jsonDepthExceeds(text)) return reject(new SwitchboardError('invalid_argument', 'body: JSON nests too deeply', { field: 'body' }));
+      try {
+        payload = JSON.parse(text);
+      } catch {
+        return reject(new SwitchboardError('invalid_argument', 'body: is not valid JSON', { field: 'body' }));
+      }
+    } else {
+      payload = { body: text };
+    }
+
+    const event = eventType(provider, d.headers);
+    const delivery = deliveryId(provider, d.headers, d.body);
+    const signed = target.trust_mode === 'signed';
+    const now = clock.now();
+    let stored;
+    try {
+      stored = await this.deps.todos.push(
+        {
+          source: provider,
+          family: 'webhook',
+          eventType: event,
+          externalId: delivery,
+          trustMode: target.trust_mode,
+          verified: signed,
+          verifyDetail: signed ? 'hmac-sha256 ok' : 'token ok (caller authenticated by the URL; body not verified)',
+          contentType: contentType || null,
+          headers: sanitizeHeaders(d.headers),
+          payload: d.body,
+          webhookId: target.id,
+          endpointId: target.endpoint_id,
+        },
+        {
+          endpointId: target.endpoint_id,
+          queue: target.target_queue,
+          title: titleFor(provider, event, payload),
+          source: provider,
+          kind: event,
+          payload,
+          idempotencyKey: ingestIdempotencyKey(target.id, delivery),
+        },
+        now,
+      );
+    } catch (err) {
+      // jsonb cannot hold U+0000 (valid JSON as "\u0000", or a NUL byte in a text body) nor an
+      // unpaired surrogate ("\ud800"): the body's fault, so a 400 the producer can see, not a
+      // 500 that reads as the server's.
+      if (!unstorableInput(err)) throw err;
+      return reject(
+        new SwitchboardError('invalid_argument', 'body: contains a NUL character (U+0000) or an unpaired UTF-16 surrogate, which cannot be stored', { field: 'body' }),
+      );
+    }
+    const { todo, created, eventId } = stored;
+    await touchWebhookDelivery(sql, target.id, now);
+    metrics.webhookDeliveries.inc({ provider, trust_mode: target.trust_mode, verdict: 'accepted' });
+    log.info({ slug: target.endpoint_slug, provider, event, todo_id: todo.id, created, event_id: eventId }, 'webhook delivery');
+    return {
+      ok: true,
+      accepted: {
+        todos: [{ id: todo.id, endpoint_id: todo.endpoint_id, queue: todo.queue, created }],
+        created: created ? 1 : 0,
+        id: todo.id,
+        queue: todo.queue,
+        trust_mode: target.trust_mode,
+        verified: signed,
+      },
+    };
+  }
+}
