@@ -28,6 +28,7 @@ import { freshReadyTodos, queueStatsUnscoped } from './store/todos/index.ts';
 import { listenForWakeups } from './services/wakeups.ts';
 import { EndpointService } from './services/endpoints.ts';
 import { TodoService } from './services/todos.ts';
+import { TodoWork } from './services/todo-work.ts';
 import { IngestService } from './services/ingest.ts';
 import { OperatorPresence } from './services/presence-operator.ts';
 import { BoardReads } from './services/board-reads.ts';
@@ -176,6 +177,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       },
       endpoints,
       todos,
+      todoWork: new TodoWork(base),
       operatorPresence: new OperatorPresence(base, presence),
       ingest,
       boardReads: new BoardReads(base),

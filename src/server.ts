@@ -16,6 +16,7 @@ import type { IngestService } from './services/ingest.ts';
 import type { OperatorPresence } from './services/presence-operator.ts';
 import type { TodoService } from './services/todos.ts';
 import { pingDatabase } from './store/health.ts';
+import type { Sql } from './db/connect.ts';
 import type { BucketPolicy } from './web/rate-limit.ts';
 import { VERSION } from './lib/version.ts';
 import { API_BODY_LIMIT, registerApi } from './api/plugin.ts';
@@ -23,6 +24,8 @@ import { classifyAndLog, sendError } from './web/errors.ts';
 import { sendBoardError } from './board/error-page.ts';
 
 export interface ServerDeps extends AgentServices {
+  /** For the health check only; everything else reaches the database through a service. */
+  sql: Sql;
   humans: Humans;
   baseUrl: () => string;
   sessions: SessionRegistry;
@@ -139,8 +142,8 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     oidc: deps.oidc ?? null,
   });
   registerMcp(app, {
-    sql: deps.sql,
     clock: deps.clock,
+    todoWork: deps.todoWork,
     log: deps.log,
     sessions: deps.sessions,
     credentials: deps.credentials,

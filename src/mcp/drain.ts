@@ -1,31 +1,14 @@
-import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { forbidden, notFound } from '../domain/errors.ts';
-import { LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, leaseSeconds } from '../domain/lifecycle.ts';
-import { rfc3339 } from '../domain/time.ts';
-import {
-  TODO_STATES,
-  claimNextTodo,
-  claimTodo,
-  completeTodo,
-  failTodo,
-  fullTodo,
-  getTodo,
-  heartbeatTodo,
-  listTodos,
-  releaseTodo,
-  summarizeTodo,
-  type Caller,
-  type TodoRow,
-  type TodoState,
-} from '../store/todos/index.ts';
+import { LIST_MAX_LIMIT } from '../domain/lifecycle.ts';
+import { TODO_STATES, type TodoState } from '../services/todos.ts';
+import type { Worker } from '../services/todo-work.ts';
 import { defineTool, type Tool, type ToolContext } from './tools.ts';
 
 /** The drain verbs: how an agent takes work off its queues and finishes it. */
 
-const callerOf = (ctx: ToolContext): Caller => ({
+const workerOf = (ctx: ToolContext): Worker => ({
   endpointId: ctx.session.endpoint.id,
-  owner: `agent:${ctx.session.endpoint.agentId}`,
+  agentId: ctx.session.endpoint.agentId,
   queues: ctx.session.endpoint.queues,
   sessionId: ctx.session.id,
 });
@@ -38,29 +21,6 @@ const leaseTtl = z
   .describe('lease length in seconds; absent or <= 0 means the default (300); capped at 86400');
 const leaseToken = z.string({ error: 'must be a string' }).max(128).optional().describe('the lease_token of a fenced claim');
 const anyJson = z.json({ error: 'must be JSON' }).optional();
-
-function grantedQueue(ctx: ToolContext, queue: string | undefined): readonly string[] {
-  if (queue === undefined) return ctx.session.endpoint.queues;
-  if (!ctx.session.endpoint.queues.includes(queue)) throw forbidden(`queue "${queue}" is not granted to this endpoint`);
-  return [queue];
-}
-
-const hashToken = (t: string | undefined): string | null => (t === undefined ? null : createHash('sha256').update(t).digest('hex'));
-
-/** A fresh fence: the token goes to the claimer once, only its hash is stored. */
-function mintFence(required: boolean | undefined): { token?: string; hash: string | null } {
-  if (!required) return { hash: null };
-  const token = randomBytes(16).toString('base64url');
-  return { token, hash: hashToken(token) };
-}
-
-function withFailureFields(t: TodoRow) {
-  return {
-    ...summarizeTodo(t),
-    next_retry_at: rfc3339(t.next_retry_at) ?? null,
-    dead_letter: t.state === 'failed' && t.next_retry_at === null,
-  };
-}
 
 const LEASE_ADVICE =
   'The claim holds a lease (default 300 s; pass lease_ttl_seconds to size it, max 86400). Heartbeat before it runs out; ' +
@@ -79,13 +39,7 @@ export const drainTools: Tool[] = [
       })
       .strict(),
     async run(ctx, args) {
-      const rows = await listTodos(ctx.sql, ctx.session.endpoint.id, {
-        queues: grantedQueue(ctx, args.queue),
-        state: args.state,
-        limit: args.limit ?? LIST_DEFAULT_LIMIT,
-        includeSynthetic: args.include_synthetic === true,
-      });
-      return { todos: rows.map(summarizeTodo) };
+      return ctx.todoWork.list(workerOf(ctx), { queue: args.queue, state: args.state, limit: args.limit, includeSynthetic: args.include_synthetic });
     },
   }),
   defineTool({
@@ -93,9 +47,7 @@ export const drainTools: Tool[] = [
     description: 'Show one todo with its payload, result and retry state.',
     input: z.object({ id: todoId }).strict(),
     async run(ctx, args) {
-      const row = await getTodo(ctx.sql, ctx.session.endpoint.id, args.id);
-      if (!row || !ctx.session.endpoint.queues.includes(row.queue)) throw notFound(`no todo ${args.id} on this endpoint`);
-      return { ...withFailureFields(row), payload: row.payload, result: row.result ?? null };
+      return ctx.todoWork.get(workerOf(ctx), args.id);
     },
   }),
   defineTool({
@@ -103,13 +55,9 @@ export const drainTools: Tool[] = [
     description: `Claim one todo by id (for example the todo_id of a doorbell). Returns the todo with its payload. ${LEASE_ADVICE} With require_fence: true you get a lease_token that heartbeat/complete/fail/release must then pass (use it when several workers share this endpoint).`,
     input: z.object({ id: todoId, lease_ttl_seconds: leaseTtl, require_fence: z.boolean({ error: 'must be true or false' }).optional() }).strict(),
     async run(ctx, args) {
-      const fence = mintFence(args.require_fence);
-      const row = await claimTodo(ctx.sql, callerOf(ctx), args.id, leaseSeconds(args.lease_ttl_seconds), ctx.clock.now(), fence.hash);
-      ctx.acks.acknowledged(ctx.session, row.acked_rings, 'claim');
-      if (row.synthetic) {
-        return { ...fullTodo(row), self_test: true, note: 'This was a Switchboard self-test todo: your claim completed it. No other action is needed.' };
-      }
-      return fence.token ? { ...fullTodo(row), lease_token: fence.token } : fullTodo(row);
+      const claimed = await ctx.todoWork.claim(workerOf(ctx), args.id, { leaseTtlSeconds: args.lease_ttl_seconds, requireFence: args.require_fence });
+      ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
+      return claimed.view;
     },
   }),
   defineTool({
@@ -123,12 +71,9 @@ export const drainTools: Tool[] = [
       })
       .strict(),
     async run(ctx, args) {
-      const queues = grantedQueue(ctx, args.queue);
-      const fence = mintFence(args.require_fence);
-      const row = await claimNextTodo(ctx.sql, callerOf(ctx), queues, leaseSeconds(args.lease_ttl_seconds), ctx.clock.now(), fence.hash);
-      if (!row) return { empty: true };
-      ctx.acks.acknowledged(ctx.session, row.acked_rings, 'claim');
-      return fence.token ? { empty: false, todo: fullTodo(row), lease_token: fence.token } : { empty: false, todo: fullTodo(row) };
+      const claimed = await ctx.todoWork.claimNext(workerOf(ctx), args.queue, { leaseTtlSeconds: args.lease_ttl_seconds, requireFence: args.require_fence });
+      if (claimed.ackedRings) ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
+      return claimed.view;
     },
   }),
   defineTool({
@@ -136,8 +81,7 @@ export const drainTools: Tool[] = [
     description: 'Extend the lease on a todo you hold: the lease restarts from now (lease_ttl_seconds, or the default 300 s).',
     input: z.object({ id: todoId, lease_ttl_seconds: leaseTtl, lease_token: leaseToken }).strict(),
     async run(ctx, args) {
-      const row = await heartbeatTodo(ctx.sql, callerOf(ctx), args.id, leaseSeconds(args.lease_ttl_seconds), ctx.clock.now(), hashToken(args.lease_token));
-      return summarizeTodo(row);
+      return ctx.todoWork.heartbeat(workerOf(ctx), args.id, args.lease_ttl_seconds, args.lease_token);
     },
   }),
   defineTool({
@@ -145,7 +89,7 @@ export const drainTools: Tool[] = [
     description: 'Finish a todo you hold, with an optional JSON result.',
     input: z.object({ id: todoId, result: anyJson, lease_token: leaseToken }).strict(),
     async run(ctx, args) {
-      return summarizeTodo(await completeTodo(ctx.sql, callerOf(ctx), args.id, args.result, ctx.clock.now(), hashToken(args.lease_token)));
+      return ctx.todoWork.complete(workerOf(ctx), args.id, args.result, args.lease_token);
     },
   }),
   defineTool({
@@ -153,7 +97,7 @@ export const drainTools: Tool[] = [
     description: 'Give up on a todo you hold for now, with an optional JSON result. It is retried after a backoff (30 s doubling to 15 min) until its attempts are spent; then it is a dead letter.',
     input: z.object({ id: todoId, result: anyJson, lease_token: leaseToken }).strict(),
     async run(ctx, args) {
-      return withFailureFields(await failTodo(ctx.sql, callerOf(ctx), args.id, args.result, ctx.clock.now(), hashToken(args.lease_token)));
+      return ctx.todoWork.fail(workerOf(ctx), args.id, args.result, args.lease_token);
     },
   }),
   defineTool({
@@ -161,7 +105,7 @@ export const drainTools: Tool[] = [
     description: 'Hand a todo you hold back to the queue untouched (the attempt stays counted).',
     input: z.object({ id: todoId, lease_token: leaseToken }).strict(),
     async run(ctx, args) {
-      return summarizeTodo(await releaseTodo(ctx.sql, callerOf(ctx), args.id, ctx.clock.now(), hashToken(args.lease_token)));
+      return ctx.todoWork.release(workerOf(ctx), args.id, args.lease_token);
     },
   }),
 ];

@@ -1,7 +1,6 @@
 import { z } from 'zod';
-import { SwitchboardError, notFound } from '../domain/errors.ts';
+import { SwitchboardError } from '../domain/errors.ts';
 import { parseClockInDuration, planClockIn, planClockOut } from '../domain/presence/index.ts';
-import { ackRing } from '../store/rings.ts';
 import { defineTool, type Tool, type ToolContext } from './tools.ts';
 
 /**
@@ -76,10 +75,7 @@ export const doorbellSelfTools: Tool[] = [
       "Acknowledge a doorbell you heard but will not act on now (pass its meta.ring_id). Claiming the doorbell's todo acknowledges it too, so call this only when you are not claiming.",
     input: z.object({ ring_id: z.string({ error: 'is required: the meta.ring_id of the doorbell' }).regex(/^rg_[0-9A-Z]{26}$/, 'must be a ring id like rg_<ULID>') }).strict(),
     async run(ctx, args) {
-      const r = await ackRing(ctx.sql, ctx.session.endpoint.id, args.ring_id, ctx.session.id, ctx.clock.now());
-      if (!r) throw notFound(`no doorbell ring ${args.ring_id} on this endpoint`);
-      ctx.acks.acknowledged(ctx.session, r.acked ? [r.acked] : [], 'ack');
-      return { ring_id: args.ring_id, state: r.state };
+      return { ring_id: args.ring_id, state: await ctx.acks.ack(ctx.session, args.ring_id) };
     },
   }),
   defineTool({

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import type { Clock } from '../lib/clock.ts';
-import type { Sql } from '../db/connect.ts';
 import type { SwitchboardError } from '../domain/errors.ts';
 import { classifyAndLog } from '../web/errors.ts';
+import type { TodoWork } from '../services/todo-work.ts';
 import type { DoorbellAcks } from '../services/doorbell/acks.ts';
 import type { PresenceService } from '../services/presence.ts';
 import type { SelfTests } from '../services/doorbell/self-tests.ts';
@@ -14,8 +14,8 @@ import type { Session } from '../sessions/registry.ts';
 
 /** What the agent verbs may use: the one bag of services the MCP layer hands down. */
 export interface AgentServices {
-  sql: Sql;
   clock: Clock;
+  todoWork: TodoWork;
   log: Logger;
   presence: PresenceService;
   acks: DoorbellAcks;

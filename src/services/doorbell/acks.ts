@@ -3,7 +3,8 @@ import type { Sql } from '../../db/connect.ts';
 import type { Logger } from '../../lib/log.ts';
 import type { Session, SessionRegistry } from '../../sessions/registry.ts';
 import type { Metrics } from '../../lib/metrics.ts';
-import { insertRing, markUnheardRingsUnscoped, unheardSessions, type AckedRing, type NewRing } from '../../store/rings.ts';
+import { notFound } from '../../domain/errors.ts';
+import { ackRing, insertRing, markUnheardRingsUnscoped, unheardSessions, type AckedRing, type NewRing, type RingState } from '../../store/rings.ts';
 
 export const UNHEARD_SWEEP_INTERVAL_MS = 30_000;
 
@@ -50,6 +51,17 @@ export class DoorbellAcks {
       session.unheard = false;
       this.log.info({ slug: session.endpoint.slug, session: session.id, via }, 'session heard a doorbell again');
     }
+  }
+
+  /**
+   * ack_doorbell: acknowledges one ring of the session's endpoint and counts it; another
+   * endpoint's ring answers like a missing one.
+   */
+  async ack(session: Session, ringId: string): Promise<RingState> {
+    const r = await ackRing(this.sql, session.endpoint.id, ringId, session.id, this.clock.now());
+    if (!r) throw notFound(`no doorbell ring ${ringId} on this endpoint`);
+    this.acknowledged(session, r.acked ? [r.acked] : [], 'ack');
+    return r.state;
   }
 
   /**
