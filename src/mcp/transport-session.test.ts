@@ -1,0 +1,157 @@
+import { describe, expect, it } from 'vitest';
+import { startTestApp } from '../../test/support/app.ts';
+import { revokeOwnEndpoint } from '../store/endpoints.ts';
+import {
+  app,
+  db,
+  endsWithin,
+  expectRpcError,
+  expectUnauthorized,
+  initialize,
+  initParams,
+  mcp,
+  openStream,
+  operatorId,
+  request,
+  revokeEndpoint,
+  rpc,
+  sessionById,
+  sleep,
+  sql,
+  until,
+  useTransportSuite,
+  vend,
+  type Vended,
+} from '../../test/support/mcp-transport.ts';
+
+// MCP transport conformance: how a session ends (DELETE, idle expiry, revocation, shutdown).
+
+useTransportSuite();
+
+describe('DELETE and other methods', () => {
+  it('DELETE ends the session (204) and its stream; later requests with the id get 404', async () => {
+    const ep = await vend();
+    const other = await vend();
+    const { sid } = await initialize(ep);
+    const stream = await openStream(ep, sid);
+
+    // Another endpoint cannot delete it.
+    expectRpcError(await mcp(other, 'DELETE', { sid }), 404, -32001);
+    expect(sessionById(sid)).toBeDefined();
+
+    const res = await mcp(ep, 'DELETE', { sid });
+    expect(res.status).toBe(204);
+    expect(res.text).toBe('');
+    expect(sessionById(sid)).toBeUndefined();
+    expect(await endsWithin(stream, 3000)).toBe(true);
+    expect(app.sessions.hasOpenStream(ep.id)).toBe(false);
+
+    expectRpcError(await mcp(ep, 'POST', { body: request('ping'), sid }), 404, -32001);
+    expectRpcError(await mcp(ep, 'GET', { sid }), 404, -32001);
+    expectRpcError(await mcp(ep, 'DELETE', { sid }), 404, -32001);
+    expectRpcError(await mcp(ep, 'DELETE', {}), 400, -32000);
+  });
+
+  it('answers PUT and PATCH with 405 and Allow', async () => {
+    const ep = await vend();
+    for (const method of ['PUT', 'PATCH']) {
+      const res = await mcp(ep, method, { body: request('ping'), headers: { 'content-type': 'application/json' } });
+      expectRpcError(res, 405, -32000);
+      const allow = (res.headers.get('allow') ?? '').split(',').map((m) => m.trim()).sort();
+      expect(allow, method).toEqual(['DELETE', 'GET', 'POST']);
+    }
+  });
+});
+
+describe('idle expiry', () => {
+  it('expires a session after 30 idle minutes, but not one with an open stream or one touched 29 minutes ago', async () => {
+    const ep = await vend();
+    const { sid: idle } = await initialize(ep);
+    const { sid: streaming } = await initialize(ep);
+    const { sid: recent } = await initialize(ep);
+    await openStream(ep, streaming);
+
+    app.clock.advance(60_000);
+    expect((await rpc(ep, recent, 'ping')).result).toEqual({}); // touched at t+1 min
+    app.clock.advance(29 * 60_000); // idle: 30 min; recent: 29 min; streaming: open
+
+    app.sessions.expireIdle();
+    expect(sessionById(idle)).toBeUndefined();
+    expect(sessionById(streaming)).toBeDefined();
+    expect(sessionById(recent)).toBeDefined();
+    expectRpcError(await mcp(ep, 'POST', { body: request('ping'), sid: idle }), 404, -32001);
+
+    // That 404 is no request on any live session; a minute later the recent one has idled out too.
+    app.clock.advance(60_000);
+    app.sessions.expireIdle();
+    expect(sessionById(recent)).toBeUndefined();
+    expect(sessionById(streaming)).toBeDefined();
+    expect((await rpc(ep, streaming, 'ping')).result).toEqual({});
+  });
+});
+
+describe('revocation', () => {
+  it('ends open streams and sessions promptly, and the credential is refused afterwards', async () => {
+    const ep = await vend();
+    const bystander = await vend();
+    const { sid } = await initialize(ep);
+    const { sid: quiet } = await initialize(ep);
+    const { sid: otherSid } = await initialize(bystander);
+    const stream = await openStream(ep, sid);
+    const otherStream = await openStream(bystander, otherSid);
+
+    await revokeEndpoint(ep);
+    expect(await endsWithin(stream, 3000)).toBe(true);
+    await until(() => app.sessions.sessionsOf(ep.id).length === 0, 'the sessions to be closed');
+    expect(sessionById(quiet)).toBeUndefined();
+    expect(app.sessions.hasOpenStream(ep.id)).toBe(false);
+
+    expectUnauthorized(await mcp(ep, 'POST', { body: request('ping'), sid }));
+    expectUnauthorized(await mcp(ep, 'POST', { body: request('initialize', initParams()) }));
+    expectUnauthorized(await mcp(ep, 'GET', { sid }));
+
+    // Another endpoint is not affected.
+    expect(otherStream.isEnded()).toBe(false);
+    expect((await rpc(bystander, otherSid, 'ping')).result).toEqual({});
+  });
+
+  it('reacts to a revocation committed elsewhere (another instance) through LISTEN endpoint_revoked alone', async () => {
+    const ep = await vend();
+    const { sid } = await initialize(ep);
+    const stream = await openStream(ep, sid);
+    expect((await rpc(ep, sid, 'ping')).result).toEqual({});
+
+    // Straight through the store, as another instance would: this app's API never sees it.
+    await revokeOwnEndpoint(sql, operatorId, ep.slug, app.clock.now());
+    expect(await endsWithin(stream, 3000)).toBe(true);
+    await until(() => app.sessions.sessionsOf(ep.id).length === 0, 'the sessions to be closed');
+    // No cached credential outlives the revocation.
+    expectUnauthorized(await mcp(ep, 'POST', { body: request('ping'), sid }));
+    expectUnauthorized(await mcp(ep, 'POST', { body: request('initialize', initParams()) }));
+  });
+});
+
+describe('shutdown', () => {
+  it('app.stop() ends open streams and closes every session', async () => {
+    const second = await startTestApp(db.url);
+    let stopped = false;
+    try {
+      const ep = await vend();
+      const onSecond: Vended = { ...ep, mcp_url: `${second.url}/mcp/${ep.slug}` };
+      const { sid } = await initialize(onSecond);
+      expect(second.sessions.size).toBe(1);
+      const stream = await openStream(onSecond, sid);
+      expect(second.sessions.hasOpenStream(ep.id)).toBe(true);
+
+      const stopping = second.stop().then(() => (stopped = true));
+      expect(await endsWithin(stream, 3000)).toBe(true);
+      await Promise.race([stopping, sleep(5000)]);
+      expect(stopped).toBe(true);
+      expect(second.sessions.size).toBe(0);
+      // The main app was never involved.
+      expect(app.sessions.sessionsOf(ep.id)).toEqual([]);
+    } finally {
+      if (!stopped) await second.stop();
+    }
+  });
+});
