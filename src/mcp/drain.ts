@@ -3,6 +3,7 @@ import { LIST_MAX_LIMIT } from '../domain/lifecycle.ts';
 import { TODO_STATES, type TodoState } from '../services/todos.ts';
 import type { Worker } from '../services/todo-work.ts';
 import { defineTool, type Tool, type ToolContext } from './tools.ts';
+import { TODO_ID_PATTERN } from '../domain/ids.ts';
 
 /** The drain verbs: how an agent takes work off its queues and finishes it. */
 
@@ -13,7 +14,7 @@ const workerOf = (ctx: ToolContext): Worker => ({
   sessionId: ctx.session.id,
 });
 
-const todoId = z.string({ error: 'is required: a todo id (td_...)' }).regex(/^td_[0-9a-f-]{36}$/, 'must be a todo id like td_<uuid>');
+const todoId = z.string({ error: 'is required: a todo id (td_...)' }).regex(TODO_ID_PATTERN, 'must be a todo id like td_<uuid>');
 const leaseTtl = z
   .number({ error: 'must be a number of seconds' })
   .int('must be a whole number of seconds')

@@ -2,6 +2,7 @@ import type { Sql } from '../db/connect.ts';
 import { RESERVED_QUEUE } from '../domain/scope.ts';
 import type { SelfTestRow } from './selftests.ts';
 import type { TodoRow, TodoState } from './todos/row.ts';
+import { isTodoId } from '../domain/ids.ts';
 
 /**
  * The board's reads across all of one human's endpoints. Every query reaches todos through
@@ -61,7 +62,7 @@ export async function countHumanTodos(sql: Sql, humanId: string): Promise<{ stat
 
 /** One of the human's todos with its payload and result; another human's answers like a missing one. */
 export async function getHumanTodo(sql: Sql, humanId: string, id: string): Promise<(TodoRow & { endpoint_slug: string; agent_name: string }) | null> {
-  if (!/^td_[0-9a-f-]{36}$/.test(id)) return null;
+  if (!isTodoId(id)) return null;
   const [row] = await sql<(TodoRow & { endpoint_slug: string; agent_name: string })[]>`
     select t.*, t.event_id::text as event_id, e.slug as endpoint_slug, a.name as agent_name
     from todos t join endpoints e on e.id = t.endpoint_id join agents a on a.id = e.agent_id

@@ -5,6 +5,7 @@ import { normalizeQueues, normalizeVerbs } from '../domain/scope.ts';
 import { ENDPOINT_CREDENTIAL_PREFIX, hashSecret, mintSecret } from '../lib/secrets.ts';
 import { notify } from './channels.ts';
 import { live } from './todos/predicates.ts';
+import { isUuid } from '../domain/ids.ts';
 
 export interface Endpoint {
   id: string;
@@ -28,7 +29,6 @@ export interface Endpoint {
 }
 
 const MAX_AGENT_NAME = 100;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The columns every endpoint read returns; `e` is endpoints, `a` its agent. */
 const endpointColumns = (sql: Sql | TxSql) => sql`
@@ -118,7 +118,7 @@ export const endpointNotFound = () => notFound('no endpoint by that slug or id b
  * Another human's endpoint answers exactly like a missing one.
  */
 export async function resolveOwnEndpoint(sql: Sql | TxSql, humanId: string, ref: string): Promise<Endpoint> {
-  const byId = UUID.test(ref);
+  const byId = isUuid(ref);
   const [row] = await sql<Endpoint[]>`
     select ${endpointColumns(sql)} from endpoints e join agents a on a.id = e.agent_id
     where a.owner_human_id = ${humanId}

@@ -1,5 +1,6 @@
 import type { Sql } from '../db/connect.ts';
 import { SwitchboardError, notFound } from '../domain/errors.ts';
+import { isUuid } from '../domain/ids.ts';
 
 export interface HookRow {
   id: string;
@@ -80,16 +81,15 @@ export interface HookEndpoint {
   override_by: string | null;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export async function getEndpointHook(sql: Sql, endpointId: string, hookId: string): Promise<HookRow> {
-  const [row] = UUID.test(hookId) ? await sql<HookRow[]>`select * from notify_hooks where id = ${hookId} and endpoint_id = ${endpointId}` : [];
+  const [row] = isUuid(hookId) ? await sql<HookRow[]>`select * from notify_hooks where id = ${hookId} and endpoint_id = ${endpointId}` : [];
   if (!row) throw notFound('no notify hook by that id on this endpoint');
   return row;
 }
 
 export async function getOwnHook(sql: Sql, humanId: string, hookId: string): Promise<HookRow> {
-  const [row] = UUID.test(hookId)
+  const [row] = isUuid(hookId)
     ? await sql<HookRow[]>`
         select h.* from notify_hooks h join endpoints e on e.id = h.endpoint_id join agents a on a.id = e.agent_id
         where h.id = ${hookId} and a.owner_human_id = ${humanId}`

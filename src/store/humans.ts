@@ -1,6 +1,7 @@
 import type { Sql } from '../db/connect.ts';
 import { conflict, invalidArgument, notFound } from '../domain/errors.ts';
 import { PERSONAL_TOKEN_PREFIX, hashSecret, mintSecret } from '../lib/secrets.ts';
+import { isUuid } from '../domain/ids.ts';
 
 export interface Human {
   id: string;
@@ -75,10 +76,10 @@ export async function listTokens(sql: Sql, handle: string): Promise<HumanToken[]
 
 /** Revokes by token id or by its display prefix (`sbp_xxxxxxxx`). */
 export async function revokeToken(sql: Sql, ref: string, now: Date): Promise<HumanToken> {
-  const isUuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(ref);
+  const byId = isUuid(ref);
   const matches = await sql<HumanToken[]>`
     select id, human_id, name, token_prefix, created_at, last_used_at, revoked_at
-    from human_tokens where ${isUuid ? sql`id = ${ref}::uuid` : sql`token_prefix = ${ref}`}`;
+    from human_tokens where ${byId ? sql`id = ${ref}::uuid` : sql`token_prefix = ${ref}`}`;
   if (matches.length === 0) throw notFound(`no token with id or prefix "${ref}"`);
   if (matches.length > 1) throw conflict(`prefix "${ref}" matches ${matches.length} tokens; revoke by id`);
   const target = matches[0]!;

@@ -3,6 +3,7 @@ import type { Sql } from '../db/connect.ts';
 import { conflict, notFound, SwitchboardError } from '../domain/errors.ts';
 import { hashSecret } from '../lib/secrets.ts';
 import { SOURCE_TYPES, type SourceType } from '../domain/webhook-source.ts';
+import { isUuid } from '../domain/ids.ts';
 
 export { SOURCE_TYPES, type SourceType };
 
@@ -73,8 +74,7 @@ export async function listWebhooks(sql: Sql, endpointId: string): Promise<Webhoo
 
 /** A webhook of one of the human's own endpoints; anyone else's answers like a missing one. */
 export async function getOwnWebhook(sql: Sql, humanId: string, webhookId: string): Promise<WebhookRow> {
-  const isUuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(webhookId);
-  const [row] = isUuid
+  const [row] = isUuid(webhookId)
     ? await sql<WebhookRow[]>`
         select w.* from webhooks w join endpoints e on e.id = w.endpoint_id join agents a on a.id = e.agent_id
         where w.id = ${webhookId} and a.owner_human_id = ${humanId}`
@@ -84,8 +84,7 @@ export async function getOwnWebhook(sql: Sql, humanId: string, webhookId: string
 }
 
 export async function getEndpointWebhook(sql: Sql, endpointId: string, webhookId: string): Promise<WebhookRow> {
-  const isUuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(webhookId);
-  const [row] = isUuid ? await sql<WebhookRow[]>`select * from webhooks where id = ${webhookId} and endpoint_id = ${endpointId}` : [];
+  const [row] = isUuid(webhookId) ? await sql<WebhookRow[]>`select * from webhooks where id = ${webhookId} and endpoint_id = ${endpointId}` : [];
   if (!row) throw notFound('no webhook by that id on this endpoint');
   return row;
 }
