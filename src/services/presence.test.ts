@@ -4,7 +4,7 @@ import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../..
 import type { App } from '../app.ts';
 import { ManualClock } from '../lib/clock.ts';
 import { createLogger } from '../lib/log.ts';
-import { pushEligibleBacklog } from '../store/presence.ts';
+import { pushEligibleBacklog } from '../store/todos/index.ts';
 import { sweepOnce } from './maintenance/doorbell-sweep.ts';
 import { connectAgent, settle, until, type Agent, type Vended } from '../../test/support/agents.ts';
 

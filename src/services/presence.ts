@@ -7,11 +7,8 @@ import { effective, parseShift, type EffectivePresence, type Presence, type Pres
 import {
   claimPresenceTransitions,
   clearDeadOverride,
-  markDigestRung,
   notifyPresenceWritten,
   presenceWatchlistUnscoped,
-  pushEligibleBacklog,
-  pushEligibleCount,
   readPresence,
   readPresenceMany,
   writeOverride,
@@ -19,6 +16,7 @@ import {
   type OverrideColumns,
   type PresenceRow,
 } from '../store/presence.ts';
+import { markDigestRung, pushEligibleBacklog, pushEligibleCount } from '../store/todos/index.ts';
 import { rfc3339 } from '../domain/time.ts';
 import { digestDoorbell, type DigestReason } from './doorbell/digest.ts';
 import type { Doorbell } from './doorbell/doorbell.ts';

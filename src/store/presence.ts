@@ -1,6 +1,5 @@
 import type { Sql } from '../db/connect.ts';
 import { notify, presenceNotifyPerRow } from './channels.ts';
-import { pushEligible } from './todos/predicates.ts';
 
 /** The stored presence columns of one endpoint, as the pure presence package reads them. */
 export interface PresenceRow {
@@ -95,39 +94,6 @@ export async function claimPresenceTransitions(sql: Sql, changes: readonly Prese
  */
 export async function notifyPresenceWritten(sql: Sql, endpointId: string): Promise<void> {
   await notify(sql, 'endpoint_presence', { endpointId, change: 'refresh' });
-}
-
-export interface BacklogTodo {
-  id: string;
-  queue: string;
-  created_at: Date;
-}
-
-/** The push-eligible pending todos of one endpoint: what a digest counts. */
-export async function pushEligibleBacklog(sql: Sql, endpointId: string): Promise<BacklogTodo[]> {
-  return sql<BacklogTodo[]>`
-    select t.id, t.queue, t.created_at from todos t
-    where t.endpoint_id = ${endpointId} and ${pushEligible(sql)}
-    order by t.created_at, t.seq`;
-}
-
-export async function pushEligibleCount(sql: Sql, endpointId: string): Promise<number> {
-  const [row] = await sql<{ n: number }[]>`
-    select count(*)::int as n from todos t where t.endpoint_id = ${endpointId} and ${pushEligible(sql)}`;
-  return row?.n ?? 0;
-}
-
-/**
- * After a digest was written: `last_ringed_at` = the digest time on exactly the counted ids that
- * are still pending. Never recomputed from a second read, never touching ring_attempts.
- */
-export async function markDigestRung(sql: Sql, endpointId: string, ids: readonly string[], at: Date): Promise<number> {
-  if (ids.length === 0) return 0;
-  const rows = await sql`
-    update todos set last_ringed_at = ${at}
-    where endpoint_id = ${endpointId} and id = any(${sql.array([...ids])}::text[]) and state = 'pending'
-    returning id`;
-  return rows.length;
 }
 
 /** Clears an override that no longer decides, unless someone wrote a newer one meanwhile. */

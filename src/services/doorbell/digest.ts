@@ -1,4 +1,4 @@
-import type { BacklogTodo } from '../../store/presence.ts';
+import type { BacklogTodo } from '../../store/todos/index.ts';
 import { CHANNEL_METHOD, neutralizeChannelText, type ChannelNotification } from '../../domain/doorbell-notification.ts';
 
 export type DigestReason = 'clock_in' | 'operator' | 'shift_start' | 'override_end' | 'reconnect';

@@ -5,20 +5,17 @@ export { insertEventAndTodo, type EventInput, type NewTodo } from './insert.ts';
 export type { Caller } from './reach.ts';
 export { SELF_TEST_RESULT, claimNextTodo, claimTodo, type ClaimedTodo } from './claim.ts';
 export { completeTodo, failTodo, heartbeatTodo, releaseTodo } from './transitions.ts';
+export { reapExpiredLeasesUnscoped, requeueDueRetriesUnscoped } from './sweeps.ts';
+export { getTodo, listTodos, queueStatsUnscoped, todoQueueUnscoped, type ListFilter } from './reads.ts';
 export {
   RING_BUDGET,
   RING_INTERVALS_SECONDS,
   SWEEP_LIMIT,
   chargeDueRingsUnscoped,
-  reapExpiredLeasesUnscoped,
-  requeueDueRetriesUnscoped,
-} from './sweeps.ts';
-export {
   freshReadyTodos,
-  getTodo,
-  listTodos,
+  markDigestRung,
+  pushEligibleBacklog,
+  pushEligibleCount,
   pushEligibleTodosByIds,
-  queueStatsUnscoped,
-  todoQueueUnscoped,
-  type ListFilter,
-} from './reads.ts';
+  type BacklogTodo,
+} from './push.ts';

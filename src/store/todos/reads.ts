@@ -1,7 +1,6 @@
 import type { Sql, TxSql } from '../../db/connect.ts';
 import { RESERVED_QUEUE } from '../../domain/scope.ts';
 import type { QueueStat } from '../../lib/metrics.ts';
-import { pushEligible } from './predicates.ts';
 import type { TodoRow, TodoState } from './row.ts';
 
 export interface ListFilter {
@@ -66,32 +65,4 @@ export async function getTodo(
 export async function todoQueueUnscoped(sql: Sql, id: string): Promise<string | null> {
   const [row] = await sql<{ queue: string }[]>`select queue from todos where id = ${id}`;
   return row?.queue ?? null;
-}
-
-/** Of the given todos, those that pass the sender gate now (e.g. just re-queued by the reaper). */
-export async function pushEligibleTodosByIds(sql: Sql, ids: readonly string[]): Promise<TodoRow[]> {
-  if (ids.length === 0) return [];
-  return sql<TodoRow[]>`
-    select t.*, t.event_id::text as event_id from todos t
-    where t.id = any(${sql.array([...ids])}::text[]) and ${pushEligible(sql)}`;
-}
-
-/**
- * What a `todo_ready` wakeup rings: the oldest push-eligible todos of one endpoint and queue that
- * became ready within the last `freshSeconds` (created or re-queued). Older work is the sweep's,
- * with its budget; the wakeup only carries new work to sessions on other instances.
- */
-export async function freshReadyTodos(
-  sql: Sql,
-  endpointId: string,
-  queue: string,
-  now: Date,
-  opts: { freshSeconds?: number; limit?: number } = {},
-): Promise<TodoRow[]> {
-  return sql<TodoRow[]>`
-    select t.*, t.event_id::text as event_id from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active'
-    where t.endpoint_id = ${endpointId} and t.queue = ${queue} and ${pushEligible(sql)}
-      and t.updated_at >= ${now}::timestamptz - make_interval(secs => ${opts.freshSeconds ?? 60})
-    order by t.created_at, t.seq
-    limit ${opts.limit ?? 16}`;
 }

@@ -1,0 +1,114 @@
+import type { Sql } from '../../db/connect.ts';
+import { pushEligible } from './predicates.ts';
+import type { TodoRow } from './row.ts';
+
+// Which todos ring: the reads and charges of the doorbell, all through the one sender gate.
+
+/** Of the given todos, those that pass the sender gate now (e.g. just re-queued by the reaper). */
+export async function pushEligibleTodosByIds(sql: Sql, ids: readonly string[]): Promise<TodoRow[]> {
+  if (ids.length === 0) return [];
+  return sql<TodoRow[]>`
+    select t.*, t.event_id::text as event_id from todos t
+    where t.id = any(${sql.array([...ids])}::text[]) and ${pushEligible(sql)}`;
+}
+
+/**
+ * What a `todo_ready` wakeup rings: the oldest push-eligible todos of one endpoint and queue that
+ * became ready within the last `freshSeconds` (created or re-queued). Older work is the sweep's,
+ * with its budget; the wakeup only carries new work to sessions on other instances.
+ */
+export async function freshReadyTodos(
+  sql: Sql,
+  endpointId: string,
+  queue: string,
+  now: Date,
+  opts: { freshSeconds?: number; limit?: number } = {},
+): Promise<TodoRow[]> {
+  return sql<TodoRow[]>`
+    select t.*, t.event_id::text as event_id from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active'
+    where t.endpoint_id = ${endpointId} and t.queue = ${queue} and ${pushEligible(sql)}
+      and t.updated_at >= ${now}::timestamptz - make_interval(secs => ${opts.freshSeconds ?? 60})
+    order by t.created_at, t.seq
+    limit ${opts.limit ?? 16}`;
+}
+
+export interface BacklogTodo {
+  id: string;
+  queue: string;
+  created_at: Date;
+}
+
+/** The push-eligible pending todos of one endpoint: what a digest counts. */
+export async function pushEligibleBacklog(sql: Sql, endpointId: string): Promise<BacklogTodo[]> {
+  return sql<BacklogTodo[]>`
+    select t.id, t.queue, t.created_at from todos t
+    where t.endpoint_id = ${endpointId} and ${pushEligible(sql)}
+    order by t.created_at, t.seq`;
+}
+
+export async function pushEligibleCount(sql: Sql, endpointId: string): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n from todos t where t.endpoint_id = ${endpointId} and ${pushEligible(sql)}`;
+  return row?.n ?? 0;
+}
+
+/**
+ * After a digest was written: `last_ringed_at` = the digest time on exactly the counted ids that
+ * are still pending. Never recomputed from a second read, never touching ring_attempts.
+ */
+export async function markDigestRung(sql: Sql, endpointId: string, ids: readonly string[], at: Date): Promise<number> {
+  if (ids.length === 0) return 0;
+  const rows = await sql`
+    update todos set last_ringed_at = ${at}
+    where endpoint_id = ${endpointId} and id = any(${sql.array([...ids])}::text[]) and state = 'pending'
+    returning id`;
+  return rows.length;
+}
+
+/** The wait before the next ring, keyed by that ring's number (1-based): 5 m, 20 m, 1 h, 6 h, 6 h. */
+export const RING_INTERVALS_SECONDS = [300, 1200, 3600, 21_600, 21_600] as const;
+export const RING_BUDGET = RING_INTERVALS_SECONDS.length;
+export const SWEEP_LIMIT = 3;
+
+/**
+ * The heartbeat sweep's pick-and-charge, in one transaction: pending push-eligible todos of active
+ * endpoints among `receivers` whose next ring is due, ranked per endpoint so one deep backlog
+ * cannot starve the rest, at most `limit`, each charged one ring. Unscoped by design: it has no
+ * caller, and each row it returns names its own endpoint.
+ */
+export async function chargeDueRingsUnscoped(
+  sql: Sql,
+  receivers: readonly string[],
+  now: Date,
+  limit = SWEEP_LIMIT,
+): Promise<TodoRow[]> {
+  if (receivers.length === 0) return [];
+  const intervals = sql.array([...RING_INTERVALS_SECONDS]);
+  const charged = await sql.begin(async (tx) => {
+    // Ids first, in a materialized CTE: a LIMIT under FOR UPDATE SKIP LOCKED inside WHERE id IN (...)
+    // can be re-run per row by the planner and reach past the cap.
+    const picked = await tx<{ id: string }[]>`
+      with due as materialized (
+        select t.id, t.last_ringed_at, t.created_at, t.seq,
+               row_number() over (partition by t.endpoint_id order by t.last_ringed_at nulls first, t.created_at, t.seq) as turn
+        from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active'
+        where t.endpoint_id = any(${tx.array([...receivers])}::uuid[])
+          and ${pushEligible(tx)}
+          and t.ring_attempts < ${RING_BUDGET}
+          and coalesce(t.last_ringed_at, t.created_at)
+              <= ${now}::timestamptz - make_interval(secs => (${intervals}::int[])[t.ring_attempts + 1])
+      )
+      select id from due order by turn, last_ringed_at nulls first, created_at, seq limit ${limit}`;
+    if (picked.length === 0) return [];
+    const rows: TodoRow[] = await tx<TodoRow[]>`
+      with locked as materialized (
+        select id from todos where id = any(${tx.array(picked.map((p) => p.id))}::text[]) and state = 'pending'
+        for update skip locked
+      )
+      update todos t set ring_attempts = t.ring_attempts + 1, last_ringed_at = ${now}
+      from locked where t.id = locked.id
+      returning t.*, t.event_id::text as event_id`;
+    return rows;
+  });
+  return charged as TodoRow[];
+}
