@@ -20,6 +20,7 @@ import type { Sql } from './db/connect.ts';
 import type { BucketPolicy } from './web/rate-limit.ts';
 import { VERSION } from './lib/version.ts';
 import { API_BODY_LIMIT, registerApi } from './api/plugin.ts';
+import { bearerToken } from './web/bearer.ts';
 import { classifyAndLog, sendError } from './web/errors.ts';
 import { sendBoardError } from './board/error-page.ts';
 
@@ -107,7 +108,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
 
   // Prometheus scrape: its own bearer credential; every refusal is the same empty 401.
   app.get('/metrics', async (req, reply) => {
-    const presented = /^Bearer[ \t]+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
+    const presented = bearerToken(req);
     if (!deps.metricsToken || !presented || !constantTimeEqual(presented, deps.metricsToken)) {
       return reply.code(401).header('www-authenticate', 'Bearer realm="switchboard-metrics"').send('');
     }

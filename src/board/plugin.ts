@@ -13,6 +13,7 @@ import { notFoundPage, sendBoardError, sendPage } from './error-page.ts';
 import { RateLimiter } from '../web/rate-limit.ts';
 import type { Webhooks } from '../services/webhooks.ts';
 import type { Logger } from '../lib/log.ts';
+import { writeEventStreamHead } from '../lib/sse.ts';
 import type { Session, SessionRegistry } from '../sessions/registry.ts';
 import { effective, type EffectivePresence, type Presence } from '../domain/presence/index.ts';
 import { mcpJson, mcpUrl } from '../domain/mcp-client.ts';
@@ -532,14 +533,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
       if (!events.canOpen(sessionKey)) return reply.code(429).type('text/plain; charset=utf-8').send('too many open event streams\n');
       reply.hijack();
       const res = reply.raw;
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-        'x-content-type-options': 'nosniff',
-        'content-security-policy': BOARD_CSP,
-      });
+      writeEventStreamHead(res, { 'content-security-policy': BOARD_CSP });
       res.write('retry: 5000\n\n');
       events.subscribe(s.human.id, sessionKey, res, s.expiresAt);
     });

@@ -5,6 +5,7 @@ import type { EndpointService } from '../services/endpoints.ts';
 import { inputsOf } from '../services/presence.ts';
 import { verdictOf } from '../services/doorbell/self-tests.ts';
 import type { Logger } from '../lib/log.ts';
+import { SSE_KEEPALIVE_MS, startKeepalive } from '../lib/sse.ts';
 import { effective } from '../domain/presence/index.ts';
 import { rfc3339 } from '../domain/time.ts';
 
@@ -30,7 +31,7 @@ import { rfc3339 } from '../domain/time.ts';
  */
 
 export const BOARD_POLL_MS = 2000;
-export const BOARD_KEEPALIVE_MS = 15_000;
+export const BOARD_KEEPALIVE_MS = SSE_KEEPALIVE_MS;
 /** Changes committed slightly out of updated_at order are still seen: each look overlaps the last by this much. */
 const OVERLAP_MS = 10_000;
 /** Open streams one browser session may hold at once (tabs). */
@@ -189,10 +190,7 @@ export class BoardEvents {
     const sub: Subscriber = { res, sessionKey };
     watch.subscribers.add(sub);
     this.#perSession.set(sessionKey, (this.#perSession.get(sessionKey) ?? 0) + 1);
-    const keepalive = setInterval(() => {
-      if (!res.destroyed && !res.writableEnded) res.write(': keepalive\n\n');
-    }, this.deps.keepaliveMs ?? BOARD_KEEPALIVE_MS);
-    keepalive.unref();
+    const keepalive = startKeepalive(res, this.deps.keepaliveMs ?? BOARD_KEEPALIVE_MS);
     // A timer's delay is capped at about 24.8 days; a session lasts 12 hours.
     const expiry = setTimeout(() => res.end(), Math.max(0, Math.min(endAt.getTime() - this.deps.clock.now().getTime(), 2 ** 31 - 1)));
     expiry.unref();

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SwitchboardError } from '../domain/errors.ts';
+import { bearerToken } from '../web/bearer.ts';
 import { classifyAndLog, fromFastifyError } from '../web/errors.ts';
 import { RateLimiter, type BucketPolicy } from '../web/rate-limit.ts';
 import {
@@ -86,11 +87,6 @@ function accepts(req: FastifyRequest, type: string): boolean {
     .some((t) => t === type || t === '*/*');
 }
 
-function bearer(req: FastifyRequest): string | null {
-  const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(headerValue(req, 'authorization') ?? '');
-  return m ? m[1]! : null;
-}
-
 /** Streamable HTTP at /mcp/{slug}: POST for JSON-RPC, GET for the notification stream, DELETE to end. */
 export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
   const { sessions, log } = deps;
@@ -115,7 +111,7 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       const ipWait = ipLimiter.take(req.ip);
       if (ipWait > 0) throw new TransportRefusal(429, TRANSPORT_ERROR, 'Too Many Requests', { 'retry-after': String(ipWait) });
 
-      const token = bearer(req);
+      const token = bearerToken(req);
       const slug = (req.params as { slug?: string }).slug ?? '';
       const endpoint = token ? await deps.credentials.resolve(token, slug) : null;
       if (!endpoint) {

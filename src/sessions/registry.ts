@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import type { Clock } from '../lib/clock.ts';
+import { SSE_KEEPALIVE_MS, startKeepalive, writeEventStreamHead } from '../lib/sse.ts';
 
 /** What a session knows about its endpoint: a snapshot taken when the session was created. */
 export interface SessionEndpoint {
@@ -45,7 +46,7 @@ interface OpenStream {
 export type WriteVerdict = 'written' | 'no_stream' | 'write_failed';
 
 export const SESSION_IDLE_MS = 30 * 60_000;
-export const KEEPALIVE_MS = 15_000;
+export const KEEPALIVE_MS = SSE_KEEPALIVE_MS;
 
 export interface SessionEvents {
   /** The endpoint's first open stream on this instance (0 → 1). */
@@ -128,19 +129,9 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
     // fired and would never detach the stream, so a dead response must not count as one.
     if (res.destroyed) return;
     if (session.stream) this.#endStream(session);
-    res.writeHead(200, {
-      'content-type': 'text/event-stream',
-      'cache-control': 'no-cache, no-transform',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-      'x-content-type-options': 'nosniff',
-      'mcp-session-id': session.id,
-    });
+    writeEventStreamHead(res, { 'mcp-session-id': session.id });
     res.flushHeaders();
-    const keepalive = setInterval(() => {
-      if (!res.destroyed && !res.writableEnded) res.write(': keepalive\n\n');
-    }, this.#keepaliveMs);
-    keepalive.unref();
+    const keepalive = startKeepalive(res, this.#keepaliveMs);
     session.stream = { res, keepalive };
     res.once('close', () => {
       if (session.stream?.res === res) this.#detach(session);
