@@ -1,0 +1,216 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { invalidArgument, isSwitchboardError, type SwitchboardError } from '../../domain/errors.ts';
+import { mcpJson, mcpUrl } from '../../domain/mcp-client.ts';
+import { effective, type Presence } from '../../domain/presence/index.ts';
+import type { Clock } from '../../lib/clock.ts';
+import type { Logger } from '../../lib/log.ts';
+import type { BoardReads } from '../../services/board-reads.ts';
+import type { SelfTests } from '../../services/doorbell/self-tests.ts';
+import type { Endpoint, EndpointService } from '../../services/endpoints.ts';
+import type { OperatorPresence } from '../../services/presence-operator.ts';
+import { inputsOf } from '../../services/presence.ts';
+import type { Webhooks } from '../../services/webhooks.ts';
+import type { Session, SessionRegistry } from '../../sessions/registry.ts';
+import { HTTP_STATUS } from '../../web/errors.ts';
+import type { BoardSession } from '../auth.ts';
+import { sendPage } from '../error-page.ts';
+import { field, fieldErrorOf, fields, formOf, isInvalid } from '../form.ts';
+import { path } from '../html.ts';
+import { alreadyVendedPage, endpointPage, endpointsPage, revokeConfirmPage, vendedPage, type CardData, type CardErrors, type ReportView } from '../pages.ts';
+
+export interface EndpointRouteDeps {
+  clock: Clock;
+  log: Logger;
+  baseUrl: () => string;
+  sessions: SessionRegistry;
+  endpoints: EndpointService;
+  operatorPresence: OperatorPresence;
+  reads: Pick<BoardReads, 'latestSelfTests'>;
+  selfTests: SelfTests;
+  webhooks: Webhooks;
+  isDeaf?: (session: Session) => boolean;
+}
+
+const VEND_REQUEST = /^[A-Za-z0-9_-]{16,64}$/;
+const humanOf = (req: FastifyRequest): BoardSession => req.boardSession!;
+const idParam = (req: FastifyRequest) => (req.params as { id: string }).id;
+
+const DURATION = /^(?:(\d+)h)?(?:(\d+)m)?$/;
+
+/** The presence form's `until`: empty (no end), a duration from now like 90m or 2h, or an RFC 3339 time. */
+function parseUntil(raw: string | undefined, now: Date): Date | null {
+  const text = (raw ?? '').trim();
+  if (text === '') return null;
+  const d = DURATION.exec(text);
+  let until: Date;
+  if (d && (d[1] || d[2])) until = new Date(now.getTime() + (Number(d[1] ?? 0) * 60 + Number(d[2] ?? 0)) * 60_000);
+  else if (/^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:\d\d)$/i.test(text)) until = new Date(text);
+  else throw invalidArgument('until', 'must be a duration like 90m or 2h, or an RFC 3339 time like 2026-12-01T17:00:00Z');
+  if (Number.isNaN(until.getTime())) throw invalidArgument('until', 'is not a valid time');
+  return until;
+}
+
+/**
+ * The endpoint cards and their forms: vend, presence, shift, self-test, revoke. The same services
+ * as /api/v1, so ownership, "active" and every presence rule are decided once.
+ */
+export function registerEndpointRoutes(board: FastifyInstance, deps: EndpointRouteDeps): void {
+  const now = () => deps.clock.now();
+
+  const cardData = (e: Endpoint): CardData => ({
+    endpoint: e,
+    presence: effective(inputsOf(e), now()),
+    mcpUrl: mcpUrl(deps.baseUrl(), e.slug),
+    sessions: deps.sessions.sessionsOf(e.id).map((s) => ({
+      id: s.id,
+      client: `${s.clientInfo.name} ${s.clientInfo.version}`.trim(),
+      stream: s.stream !== null,
+      unheard: s.unheard,
+      deaf: deps.isDeaf?.(s) ?? false,
+    })),
+  });
+
+  async function renderEndpoints(reply: FastifyReply, s: BoardSession, status: number, opts: Parameters<typeof endpointsPage>[3] = {}) {
+    const rows = await deps.endpoints.listOwn(s.human.id);
+    return sendPage(reply, status, endpointsPage(s, rows.map(cardData), now(), opts));
+  }
+
+  async function renderEndpoint(reply: FastifyReply, s: BoardSession, e: Endpoint, status: number, opts: { errs?: CardErrors; reportError?: string } = {}) {
+    const [latest] = await deps.reads.latestSelfTests([e.id]);
+    let report: ReportView | null = null;
+    if (latest) {
+      const r = await deps.selfTests.report(e.id, latest.test_id);
+      report = { ...r, started_at: latest.created_at };
+    }
+    const page = endpointPage(s, cardData(e), now(), {
+      report,
+      reportError: opts.reportError,
+      webhooks: await deps.webhooks.list(e.id),
+      events: await deps.webhooks.events(e.id, 5),
+      errs: opts.errs,
+      live: status === 200 && !opts.errs && !opts.reportError,
+    });
+    return sendPage(reply, status, page);
+  }
+
+  /** One of the caller's endpoints that is still active; another human's answers like a missing one. */
+  const activeEndpoint = (req: FastifyRequest): Promise<Endpoint> => deps.endpoints.requireOwnActive(humanOf(req).human.id, idParam(req));
+
+  /** After a card form: back to the page it was sent from (one of two fixed paths). */
+  const cardHome = (req: FastifyRequest, e: Endpoint) =>
+    field(formOf(req), 'return') === 'list' ? `/#endpoint-${e.id}` : path('/endpoints', e.id);
+
+  /** A refused card form: the same page again, with the error under its field. */
+  async function cardRefused(req: FastifyRequest, reply: FastifyReply, e: Endpoint, err: SwitchboardError, shiftValue?: string) {
+    const s = humanOf(req);
+    const errs: CardErrors = { error: fieldErrorOf(err), shiftValue };
+    if (field(formOf(req), 'return') === 'list') return renderEndpoints(reply, s, 400, { errorsFor: { id: e.id, errs } });
+    return renderEndpoint(reply, s, e, 400, { errs });
+  }
+
+  board.get('/', async (req, reply) => renderEndpoints(reply, humanOf(req), 200));
+  board.get('/endpoints', async (_req, reply) => reply.redirect('/', 303));
+
+  board.post('/endpoints', async (req, reply) => {
+    const s = humanOf(req);
+    const form = formOf(req);
+    const name = field(form, 'name') ?? '';
+    const queuesText = field(form, 'queues');
+    const verbs = fields(form, 'verbs');
+    const queues = queuesText === undefined ? undefined : queuesText.split(/[\s,]+/).filter((q) => q !== '');
+    const request = field(form, 'vend_request');
+    const vendRequest = request !== undefined && VEND_REQUEST.test(request) ? request : undefined;
+    try {
+      const { endpoint, credential } = await deps.endpoints.vend(s.human.id, { name, queues, verbs, vendRequest });
+      const url = mcpUrl(deps.baseUrl(), endpoint.slug);
+      deps.log.info({ slug: endpoint.slug, human_id: s.human.id }, 'endpoint vended on the board');
+      return sendPage(
+        reply,
+        201,
+        vendedPage(s, {
+          id: endpoint.id,
+          name: endpoint.agent_name,
+          slug: endpoint.slug,
+          mcpUrl: url,
+          credential,
+          mcpJson: mcpJson(url, credential),
+        }),
+      );
+    } catch (err) {
+      if (isSwitchboardError(err) && err.code === 'conflict' && typeof err.details.endpoint_id === 'string') {
+        const first = await deps.endpoints.requireOwn(s.human.id, err.details.endpoint_id);
+        return sendPage(reply, 409, alreadyVendedPage(s, first));
+      }
+      if (!isInvalid(err)) throw err;
+      return renderEndpoints(reply, s, 400, { vend: { request: vendRequest, name, queues: queuesText, verbs, error: fieldErrorOf(err) } });
+    }
+  });
+
+  board.get('/endpoints/:id', async (req, reply) => {
+    const e = await deps.endpoints.requireOwn(humanOf(req).human.id, idParam(req));
+    return renderEndpoint(reply, humanOf(req), e, 200);
+  });
+
+  // Presence: the same plan and service as PUT /api/v1/endpoints/{ref}/presence.
+  board.post('/endpoints/:id/presence', async (req, reply) => {
+    const e = await activeEndpoint(req);
+    const form = formOf(req);
+    const s = humanOf(req);
+    try {
+      const until = parseUntil(field(form, 'until'), now());
+      await deps.operatorPresence.set(s.human.id, e, field(form, 'presence') as Presence, until);
+    } catch (err) {
+      if (!isInvalid(err)) throw err;
+      return cardRefused(req, reply, e, err);
+    }
+    return reply.redirect(cardHome(req, e), 303);
+  });
+
+  board.post('/endpoints/:id/presence/clear', async (req, reply) => {
+    const e = await activeEndpoint(req);
+    const s = humanOf(req);
+    await deps.operatorPresence.clear(s.human.id, e);
+    return reply.redirect(cardHome(req, e), 303);
+  });
+
+  // Shift: parsed by the one shift grammar; errors come back inline, naming the field `shift`.
+  board.post('/endpoints/:id/shift', async (req, reply) => {
+    const e = await activeEndpoint(req);
+    const form = formOf(req);
+    const s = humanOf(req);
+    const raw = field(form, 'shift') ?? '';
+    try {
+      const shift = field(form, 'action') === 'clear' || raw.trim() === '' ? null : raw;
+      await deps.operatorPresence.setShift(s.human.id, e, shift);
+    } catch (err) {
+      if (!isInvalid(err)) throw err;
+      return cardRefused(req, reply, e, err, raw);
+    }
+    return reply.redirect(cardHome(req, e), 303);
+  });
+
+  // Self-test: the same service as POST /api/v1/endpoints/{ref}/doorbell-tests; back only to the card.
+  board.post('/endpoints/:id/self-test', async (req, reply) => {
+    const e = await activeEndpoint(req);
+    try {
+      await deps.selfTests.start({ id: e.id, slug: e.slug, queues: e.scope_queues }, undefined);
+    } catch (err) {
+      if (!isSwitchboardError(err) || (err.code !== 'rate_limited' && err.code !== 'invalid_argument')) throw err;
+      if (typeof err.details.retry_after === 'number') reply.header('retry-after', String(err.details.retry_after));
+      return renderEndpoint(reply, humanOf(req), e, HTTP_STATUS[err.code], { reportError: err.message });
+    }
+    return reply.redirect(`${path('/endpoints', e.id)}#report`, 303);
+  });
+
+  board.get('/endpoints/:id/revoke', async (req, reply) => {
+    const e = await activeEndpoint(req);
+    return sendPage(reply, 200, revokeConfirmPage(humanOf(req), e));
+  });
+
+  board.post('/endpoints/:id/revoke', async (req, reply) => {
+    const s = humanOf(req);
+    const { endpoint, deadLettered } = await deps.endpoints.revoke(s.human.id, idParam(req));
+    deps.log.info({ slug: endpoint.slug, human_id: s.human.id, todos_dead_lettered: deadLettered }, 'endpoint revoked on the board');
+    return reply.redirect(path('/endpoints', endpoint.id), 303);
+  });
+}
