@@ -7,7 +7,6 @@ import { decodePayload, type Channel, type ChannelPayloads } from '../store/chan
  * itself; `onListen` runs after every (re)connect so a handler can catch up on what it missed.
  * Handlers receive decoded payloads; one this version cannot decode is logged and dropped.
  */
-export type WakeupChannel = Channel;
 export type WakeupHandlers = { [C in Channel]?: { onNotify(payload: ChannelPayloads[C]): void; onListen?(): void } };
 
 export async function listenForWakeups(sql: Sql, handlers: WakeupHandlers, log: Logger): Promise<{ stop(): Promise<void> }> {
