@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from './lib/clock.ts';
 import type { Config } from './config.ts';
-import type { BucketPolicy } from './web/rate-limit.ts';
+import type { BucketPolicy } from './lib/rate-limit.ts';
 import type { Sql } from './db/connect.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase, type Database } from './db/open.ts';

@@ -17,7 +17,7 @@ import type { OperatorPresence } from './services/presence-operator.ts';
 import type { TodoService } from './services/todos.ts';
 import { pingDatabase } from './store/health.ts';
 import type { Sql } from './db/connect.ts';
-import type { BucketPolicy } from './web/rate-limit.ts';
+import type { BucketPolicy } from './lib/rate-limit.ts';
 import { VERSION } from './lib/version.ts';
 import { API_BODY_LIMIT, registerApi } from './api/plugin.ts';
 import { bearerToken } from './web/bearer.ts';

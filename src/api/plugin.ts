@@ -23,7 +23,7 @@ import { registerWebhookRoutes } from './webhooks.ts';
 import { registerHookRoutes } from './notify-hooks.ts';
 import type { NotifyHooks } from '../services/notify-hooks.ts';
 import { sendError } from '../web/errors.ts';
-import { RateLimiter } from '../web/rate-limit.ts';
+import { RateLimiter } from '../lib/rate-limit.ts';
 import { limitParam, parseInput } from '../domain/validate.ts';
 
 export interface ApiDeps {

@@ -3,7 +3,7 @@ import type { Clock } from '../lib/clock.ts';
 import { SwitchboardError } from '../domain/errors.ts';
 import type { IngestService } from '../services/ingest.ts';
 import { sendError } from '../web/errors.ts';
-import { RateLimiter, type BucketPolicy } from '../web/rate-limit.ts';
+import { RateLimiter, type BucketPolicy } from '../lib/rate-limit.ts';
 
 export const INGEST_BODY_LIMIT = 5 * 1024 * 1024;
 export const INGEST_IP_LIMIT: BucketPolicy = { rate: 10, burst: 20 };

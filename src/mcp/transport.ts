@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SwitchboardError } from '../domain/errors.ts';
 import { bearerToken } from '../web/bearer.ts';
 import { classifyAndLog, fromFastifyError } from '../web/errors.ts';
-import { RateLimiter, type BucketPolicy } from '../web/rate-limit.ts';
+import { RateLimiter, type BucketPolicy } from '../lib/rate-limit.ts';
 import {
   INVALID_REQUEST,
   PARSE_ERROR,

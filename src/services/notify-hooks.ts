@@ -3,6 +3,7 @@ import { request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { ulid } from 'ulidx';
 import type { Clock } from '../lib/clock.ts';
+import { RateLimiter } from '../lib/rate-limit.ts';
 import type { SecretBox } from '../lib/crypto-box.ts';
 import type { Sql } from '../db/connect.ts';
 import { inputsOf } from './presence.ts';
@@ -48,7 +49,8 @@ export type HookReason = 'created' | 'requeued';
  */
 export class NotifyHooks {
   readonly #queue: Job[] = [];
-  readonly #buckets = new Map<string, { tokens: number; at: number }>();
+  /** Notifications per hook: `perMinute` (default 120) a minute, refilled on the injected clock. */
+  readonly #perHook: RateLimiter;
   #waiting: (() => void)[] = [];
   #stopped = false;
   readonly #workers: Promise<void>[] = [];
@@ -61,6 +63,8 @@ export class NotifyHooks {
     private readonly metrics: Metrics,
     private readonly opts: NotifyHookOptions,
   ) {
+    const perMinute = opts.perMinute ?? 120;
+    this.#perHook = new RateLimiter({ rate: perMinute / 60, burst: perMinute }, clock);
     for (let i = 0; i < (opts.workers ?? 8); i++) this.#workers.push(this.#work());
   }
 
@@ -213,7 +217,7 @@ export class NotifyHooks {
     let body = JSON.stringify(payload);
     if (Buffer.byteLength(body) > HOOK_BODY_MAX_BYTES) body = JSON.stringify({ ...payload, summary: '' });
     const type = String(payload.type);
-    if (!this.#allow(hook.id)) {
+    if (this.#perHook.take(hook.id) > 0) {
       this.metrics.hookNotifications.inc({ type, outcome: 'dropped' });
       this.log.warn({ hook_id: hook.id, type }, 'notify hook over its rate; notification dropped');
       return;
@@ -225,19 +229,6 @@ export class NotifyHooks {
     }
     this.#queue.push({ hook, body, msgId: `msg_${ulid()}` });
     this.#waiting.shift()?.();
-  }
-
-  /** 120 notifications a minute per hook (a token bucket on the injected clock). */
-  #allow(hookId: string): boolean {
-    const perMinute = this.opts.perMinute ?? 120;
-    const now = this.clock.now().getTime();
-    const b = this.#buckets.get(hookId) ?? { tokens: perMinute, at: now };
-    b.tokens = Math.min(perMinute, b.tokens + ((now - b.at) / 60_000) * perMinute);
-    b.at = now;
-    this.#buckets.set(hookId, b);
-    if (b.tokens < 1) return false;
-    b.tokens -= 1;
-    return true;
   }
 
   async #work(): Promise<void> {
