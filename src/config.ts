@@ -2,6 +2,7 @@ import { homedir } from 'node:os';
 import type { BlockList } from 'node:net';
 import { decodeKey } from './lib/crypto-box.ts';
 import { parseAllowList } from './lib/ssrf.ts';
+import { parseDuration } from './domain/duration.ts';
 import { join } from 'node:path';
 
 /** Board sign-in through an OpenID Connect provider (SWITCHBOARD_OIDC_*). */
@@ -109,11 +110,10 @@ function parseDatabaseUrl(variable: string, raw: string): string {
   return raw;
 }
 
-/** `15m`, `1h`, `1h30m`, `90s`: whole units of h, m and s, in that order. */
+/** A window in the one duration grammar: `15m`, `1h`, `1h30m`. */
 function parseWindow(variable: string, raw: string, minMs: number, maxMs: number): number {
-  const m = /^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/.exec(raw);
-  const ms = m && (m[1] || m[2] || m[3]) ? ((Number(m[1] ?? 0) * 60 + Number(m[2] ?? 0)) * 60 + Number(m[3] ?? 0)) * 1000 : NaN;
-  if (Number.isNaN(ms)) throw new ConfigError(variable, `must be a duration like 15m, 1h or 1h30m, got ${JSON.stringify(raw)}`);
+  const ms = parseDuration(raw);
+  if (ms === null) throw new ConfigError(variable, `must be a duration like 15m, 1h or 1h30m, got ${JSON.stringify(raw)}`);
   if (ms < minMs || ms > maxMs) throw new ConfigError(variable, `must be between 1m and 6h, got ${raw}`);
   return ms;
 }

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { EndpointView, PresenceView, RevokeResult, VendResult } from '../api/wire.ts';
+import { parseDuration } from '../domain/duration.ts';
 import { ApiClient } from './client.ts';
 import type { CliContext } from './context.ts';
 import { loadCredentials } from './credentials.ts';
@@ -8,13 +9,11 @@ import { CliError, printJson, printTable, usageError, type Io } from './output.t
 const describePresence = (p: { presence: string; source: string; until: string | null }) =>
   `${p.presence} (${p.source})${p.until ? ` until ${p.until}` : ''}`;
 
-const DURATION = /^(?:(\d+)h)?(?:(\d+)m)?$/;
-
 /** `--until` takes an RFC 3339 time or a duration from now such as 90m or 2h. */
 function untilArg(raw: string | undefined): string | null {
   if (raw === undefined) return null;
-  const d = DURATION.exec(raw.trim());
-  if (d && (d[1] || d[2])) return new Date(Date.now() + (Number(d[1] ?? 0) * 60 + Number(d[2] ?? 0)) * 60_000).toISOString();
+  const ms = parseDuration(raw.trim());
+  if (ms !== null) return new Date(Date.now() + ms).toISOString();
   if (Number.isNaN(Date.parse(raw))) throw usageError(`--until: ${JSON.stringify(raw)} is neither an RFC 3339 time nor a duration like 90m or 2h`);
   return raw;
 }

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidArgument, isSwitchboardError, type SwitchboardError } from '../../domain/errors.ts';
 import { mcpJson, mcpUrl } from '../../domain/mcp-client.ts';
+import { parseDuration } from '../../domain/duration.ts';
 import { effective, type Presence } from '../../domain/presence/index.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../lib/log.ts';
@@ -35,15 +36,13 @@ const VEND_REQUEST = /^[A-Za-z0-9_-]{16,64}$/;
 const humanOf = (req: FastifyRequest): BoardSession => req.boardSession!;
 const idParam = (req: FastifyRequest) => (req.params as { id: string }).id;
 
-const DURATION = /^(?:(\d+)h)?(?:(\d+)m)?$/;
-
 /** The presence form's `until`: empty (no end), a duration from now like 90m or 2h, or an RFC 3339 time. */
 function parseUntil(raw: string | undefined, now: Date): Date | null {
   const text = (raw ?? '').trim();
   if (text === '') return null;
-  const d = DURATION.exec(text);
+  const ms = parseDuration(text);
   let until: Date;
-  if (d && (d[1] || d[2])) until = new Date(now.getTime() + (Number(d[1] ?? 0) * 60 + Number(d[2] ?? 0)) * 60_000);
+  if (ms !== null) until = new Date(now.getTime() + ms);
   else if (/^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:\d\d)$/i.test(text)) until = new Date(text);
   else throw invalidArgument('until', 'must be a duration like 90m or 2h, or an RFC 3339 time like 2026-12-01T17:00:00Z');
   if (Number.isNaN(until.getTime())) throw invalidArgument('until', 'is not a valid time');

@@ -1,3 +1,4 @@
+import { parseDuration } from '../duration.ts';
 import { invalidArgument } from '../errors.ts';
 
 /** clock_in's `for` when absent: one hour (SPEC-0022 REQ "Presence Verbs"). */
@@ -5,9 +6,6 @@ export const CLOCK_IN_DEFAULT_MS = 3_600_000;
 /** The cap on an agent's clock_in: eight hours (SPEC-0022 Security Requirements). */
 export const CLOCK_IN_MAX_MS = 8 * 3_600_000;
 
-const UNIT_MS = { h: 3_600_000, m: 60_000, s: 1_000 } as const;
-/** `2h`, `30m`, `1h30m`, `90s`, `1.5h`: each unit at most once, in the order h, m, s. */
-const DURATION = /^(?:(\d{1,6}(?:\.\d{1,6})?)h)?(?:(\d{1,6}(?:\.\d{1,6})?)m)?(?:(\d{1,6}(?:\.\d{1,6})?)s)?$/;
 const SHAPE = 'must be a duration like "30m", "2h" or "1h30m"';
 
 /**
@@ -20,10 +18,8 @@ export function parseClockInDuration(raw: unknown): number {
   if (typeof raw !== 'string') throw invalidArgument('for', SHAPE);
   if (raw.startsWith('-')) throw invalidArgument('for', 'must be positive (a duration like "30m", "2h" or "1h30m")');
   if (/^0+(?:\.0+)?$/.test(raw)) throw invalidArgument('for', 'must be greater than zero');
-  const m = DURATION.exec(raw);
-  if (!m || raw === '') throw invalidArgument('for', `${SHAPE}, got ${JSON.stringify(raw.length > 40 ? `${raw.slice(0, 40)}…` : raw)}`);
-  const [, h, min, s] = m;
-  const ms = Math.round(Number(h ?? 0) * UNIT_MS.h + Number(min ?? 0) * UNIT_MS.m + Number(s ?? 0) * UNIT_MS.s);
+  const ms = parseDuration(raw);
+  if (ms === null) throw invalidArgument('for', `${SHAPE}, got ${JSON.stringify(raw.length > 40 ? `${raw.slice(0, 40)}…` : raw)}`);
   if (ms <= 0) throw invalidArgument('for', 'must be greater than zero');
   if (ms > CLOCK_IN_MAX_MS) throw invalidArgument('for', 'must be at most 8h (an agent can clock itself in for at most 8 hours)');
   return ms;
