@@ -12,6 +12,7 @@ import type { AgentServices } from './mcp/tools.ts';
 import type { BoardReads } from './services/board-reads.ts';
 import type { EndpointService } from './services/endpoints.ts';
 import type { Humans } from './services/humans.ts';
+import type { HealthView } from './api/wire.ts';
 import type { IngestService } from './services/ingest.ts';
 import type { OperatorPresence } from './services/presence-operator.ts';
 import type { TodoService } from './services/todos.ts';
@@ -102,7 +103,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
       deps.log.warn({ err: (err as Error).message }, 'health check: database unreachable');
       return reply.code(503).type('text/plain; charset=utf-8').send('db down\n');
     }
-    if (prefersJson(req.headers.accept)) return reply.send({ status: 'ok', version: VERSION });
+    if (prefersJson(req.headers.accept)) return reply.send({ status: 'ok', version: VERSION } satisfies HealthView);
     return reply.type('text/plain; charset=utf-8').send(`ok ${VERSION}\n`);
   });
 
