@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { isSwitchboardError, type SwitchboardError } from '../domain/errors.ts';
-import type { FieldError } from './pages.ts';
+import type { FieldError } from './views/layout.ts';
 
 export type Form = Record<string, string | string[]>;
 

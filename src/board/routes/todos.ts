@@ -9,7 +9,7 @@ import { inputsOf } from '../../services/presence.ts';
 import { TODO_STATES, type TodoState } from '../../services/todos.ts';
 import type { BoardSession } from '../auth.ts';
 import { notFoundPage, sendPage } from '../error-page.ts';
-import { todoPage, todosPage, type TodoListView } from '../pages.ts';
+import { todoPage, todosPage, type TodoListView } from '../views/todos.ts';
 
 export interface TodoRouteDeps {
   clock: Clock;

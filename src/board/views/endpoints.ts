@@ -1,0 +1,332 @@
+import { randomBytes } from 'node:crypto';
+import type { EffectivePresence } from '../../domain/presence/index.ts';
+import { GRANTABLE_VERBS, DEFAULT_VERBS } from '../../domain/scope.ts';
+import type { Endpoint } from '../../services/endpoints.ts';
+import type { EventSummary } from '../../services/webhooks.ts';
+import type { BoardSession } from '../auth.ts';
+import { Html, html, path, withQuery } from '../html.ts';
+import { ago, chips, csrfField, fieldError, page, time, type FieldError } from './layout.ts';
+
+// ---------------------------------------------------------------------------------------------
+// Endpoint card
+
+export interface SessionInfo {
+  id: string;
+  client: string;
+  stream: boolean;
+  unheard: boolean;
+  deaf: boolean;
+}
+
+export interface CardData {
+  endpoint: Endpoint;
+  presence: EffectivePresence;
+  mcpUrl: string;
+  sessions: SessionInfo[];
+}
+
+export interface CardErrors {
+  /** Inline error of the presence or shift form (field `until`, `presence` or `shift`). */
+  error?: FieldError;
+  /** The shift text to put back in the editor after a refused save. */
+  shiftValue?: string;
+}
+
+const SOURCE_TEXT: Record<EffectivePresence['source'], string> = {
+  default: 'no shift and no override',
+  shift: 'by its shift',
+  agent: 'set by the agent',
+  operator: 'set by a human',
+};
+
+export function presenceLine(p: EffectivePresence): Html {
+  const label = p.presence === 'in' ? 'on shift' : 'off shift';
+  const until = p.until ? html`until ${time(p.until)}` : p.presence === 'out' ? html`until clocked in` : html`no end`;
+  return html`<p class="presence presence-${p.presence}"><span class="badge presence-badge">${label}</span> <span class="presence-detail">${p.presence} · ${SOURCE_TEXT[p.source]} · ${until}</span></p>`;
+}
+
+/** The held-todo wording: "held until <time>" or "held until clocked in". */
+export function heldText(p: EffectivePresence): Html {
+  return p.until ? html`held until ${time(p.until)}` : html`held until clocked in`;
+}
+
+function cardStatus(c: CardData, now: Date): Html {
+  const e = c.endpoint;
+  const active = e.state === 'active';
+  // SPEC-0022: an endpoint that is out is never shown with the deaf or unheard warning.
+  const warn = active && c.presence.presence === 'in';
+  const deaf = c.sessions.filter((s) => s.deaf).length;
+  const unheard = c.sessions.filter((s) => s.unheard).length;
+  return html`<div class="card-status" id="status-${e.id}" data-live>
+${active ? presenceLine(c.presence) : html`<p class="presence"><span class="badge">revoked</span> ${time(e.revoked_at)}</p>`}
+${warn && deaf > 0 ? html`<p class="warn deaf-warning" role="status">Deaf consumer: ${deaf} attached session${deaf === 1 ? '' : 's'} receive${deaf === 1 ? 's' : ''} nothing (the last doorbell writes failed).</p>` : ''}
+${
+  warn && unheard > 0
+    ? html`<p class="warn unheard-warning" role="status">${unheard} unheard session${unheard === 1 ? '' : 's'}: rings reach it but nothing acts on them. <a href="${path('/endpoints', e.id)}#report">Run a self-test</a></p>`
+    : ''
+}
+<dl class="facts">
+  <dt>Slug</dt><dd><code>${e.slug}</code></dd>
+  <dt>Queues</dt><dd>${chips(e.scope_queues)}</dd>
+  <dt>Verbs</dt><dd>${chips(e.scope_verbs)}</dd>
+  <dt>MCP URL</dt><dd><code class="mcp-url">${c.mcpUrl}</code></dd>
+  <dt>Credential</dt><dd><code>${e.credential_prefix}…</code> <span class="muted">hashed · shown once at vend</span></dd>
+  <dt>Last seen</dt><dd class="last-seen">${ago(e.last_seen_at, now)}</dd>
+  <dt>Shift</dt><dd>${e.shift ? html`<code class="shift-value">${e.shift}</code>` : html`<span class="muted">none</span>`}</dd>
+  <dt>Sessions</dt><dd class="sessions">${c.sessions.length} attached${unheard > 0 && warn ? html`, ${unheard} unheard` : ''}${
+    c.sessions.length
+      ? html`<ul class="session-list">${c.sessions.map(
+          (s) =>
+            html`<li><code>${s.client}</code> ${s.stream ? 'stream open' : html`<span class="muted">no stream</span>`}${
+              warn && s.unheard ? html` <span class="badge warn-badge">unheard: rings reach it but nothing acts on them</span>` : ''
+            }${warn && s.deaf ? html` <span class="badge warn-badge">deaf: writes fail</span>` : ''}</li>`,
+        )}</ul>`
+      : ''
+  }</dd>
+</dl>
+</div>`;
+}
+
+function cardControls(c: CardData, s: BoardSession, errs: CardErrors, home: 'list' | 'card'): Html {
+  const e = c.endpoint;
+  // Card forms come back to the page they were sent from: one of two fixed paths.
+  const back = home === 'list' ? html`<input type="hidden" name="return" value="list">` : '';
+  const id = e.id;
+  const overrideLive = c.presence.source === 'agent' || c.presence.source === 'operator';
+  const shiftValue = errs.shiftValue ?? e.shift ?? '';
+  const shiftErr = errs.error?.field === 'shift';
+  return html`<div class="controls">
+<div class="row">
+<form class="presence-form" method="post" action="${path('/endpoints', id, 'presence')}">
+  ${csrfField(s)}${back}
+  <label>Until <input type="text" name="until" placeholder="optional: 90m or 2026-12-01T17:00:00Z" autocomplete="off"${
+    errs.error?.field === 'until' ? html` aria-invalid="true"` : ''
+  }></label>
+  <button type="submit" name="presence" value="out">Clock out</button>
+  <button type="submit" name="presence" value="in">Clock in</button>
+  ${fieldError(errs.error, 'until', `until-error-${id}`)}${fieldError(errs.error, 'presence', `presence-error-${id}`)}
+</form>
+${
+  overrideLive
+    ? html`<form class="inline" method="post" action="${path('/endpoints', id, 'presence', 'clear')}">${csrfField(s)}${back}<button type="submit">Clear override</button></form>`
+    : ''
+}
+</div>
+<form class="shift-form" method="post" action="${path('/endpoints', id, 'shift')}">
+  ${csrfField(s)}${back}
+  <label for="shift-${id}">Shift</label>
+  <input type="text" id="shift-${id}" name="shift" value="${shiftValue}" placeholder="TZ=Europe/Berlin Mon-Fri 09:00-17:00" autocomplete="off"${
+    shiftErr ? html` aria-invalid="true" aria-describedby="shift-error-${id}"` : ''
+  }>
+  <button type="submit" name="action" value="save">Save shift</button>
+  <button type="submit" name="action" value="clear">Clear shift</button>
+  ${fieldError(errs.error, 'shift', `shift-error-${id}`)}
+</form>
+${
+  // On the endpoint's own page the report section below carries this button.
+  home === 'list'
+    ? html`<form class="inline" method="post" action="${path('/endpoints', id, 'self-test')}">${csrfField(s)}<button type="submit" class="selftest">Run self-test</button></form>`
+    : ''
+}
+<a class="danger" href="${path('/endpoints', id, 'revoke')}">Revoke…</a>
+</div>`;
+}
+
+export function card(c: CardData, s: BoardSession, now: Date, errs: CardErrors = {}, home: 'list' | 'card' = 'card'): Html {
+  const e = c.endpoint;
+  return html`<article class="card${e.state === 'active' ? '' : ' revoked'}" id="endpoint-${e.id}">
+<header class="card-head">
+  <h2><a href="${path('/endpoints', e.id)}">${e.agent_name}</a></h2>
+  <span class="badge state state-${e.state}">${e.state === 'active' ? 'live' : 'revoked'}</span>
+</header>
+${cardStatus(c, now)}
+${e.state === 'active' ? cardControls(c, s, errs, home) : html`<p class="muted">Endpoint killed ${time(e.revoked_at)}. Its history stays readable.</p>`}
+</article>`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Endpoints page
+
+export interface VendForm {
+  /** The form's one-time id, kept across a refused send so the corrected form is still one vend. */
+  request?: string;
+  name?: string;
+  queues?: string;
+  verbs?: readonly string[];
+  error?: FieldError;
+}
+
+function vendSection(s: BoardSession, f: VendForm): Html {
+  const verbs = f.verbs ?? DEFAULT_VERBS;
+  const invalid = (field: string) => (f.error?.field === field ? html` aria-invalid="true"` : '');
+  return html`<section class="vend" id="vend">
+<h2>Vend an endpoint</h2>
+<form method="post" action="/endpoints">
+  ${csrfField(s)}
+  <input type="hidden" name="vend_request" value="${f.request ?? randomBytes(18).toString('base64url')}">
+  <label>Name <input type="text" name="name" value="${f.name ?? ''}" maxlength="100" placeholder="review-bot"${invalid('name')}></label>
+  ${fieldError(f.error, 'name', 'name-error')}
+  <label>Queues <input type="text" name="queues" value="${f.queues ?? 'inbox'}" placeholder="inbox, reviews"${invalid('queues')}></label>
+  <p class="hint">Comma- or space-separated queue names.</p>
+  ${fieldError(f.error, 'queues', 'queues-error')}
+  <fieldset><legend>Verbs</legend>
+  ${GRANTABLE_VERBS.map((v) => html`<label class="check"><input type="checkbox" name="verbs" value="${v}"${verbs.includes(v) ? html` checked` : ''}> ${v}</label>`)}
+  </fieldset>
+  ${fieldError(f.error, 'verbs', 'verbs-error')}
+  <button type="submit" class="primary">Vend</button>
+</form>
+</section>`;
+}
+
+export function endpointsPage(s: BoardSession, cards: CardData[], now: Date, opts: { vend?: VendForm; errorsFor?: { id: string; errs: CardErrors } } = {}): string {
+  return page(
+    { title: 'Endpoints', session: s, liveUrl: opts.vend?.error || opts.errorsFor ? undefined : '/', nav: 'endpoints' },
+    html`<h1>Endpoints</h1>
+${cards.length === 0 ? html`<p class="empty">No endpoints yet. Vend one below; hand its MCP URL and credential to an agent.</p>` : ''}
+<div class="cards">${cards.map((c) => card(c, s, now, opts.errorsFor?.id === c.endpoint.id ? opts.errorsFor.errs : {}, 'list'))}</div>
+${vendSection(s, opts.vend ?? {})}`,
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// One endpoint: card, self-test report, webhooks
+
+export interface ReportView {
+  test_id: string;
+  verdict: string;
+  wait_seconds: number;
+  delivered: { written: boolean; at: string | null };
+  claimed_within_seconds: number | null;
+  hints: string[];
+  started_at: Date;
+}
+
+export interface WebhookView {
+  source_type: string;
+  trust_mode: string;
+  target_queue: string;
+  ingest_url_hint: string;
+  last_delivery_at: string | null;
+  created_at: string;
+}
+
+function reportSection(e: Endpoint, s: BoardSession, report: ReportView | null, error: string | undefined): Html {
+  return html`<section class="report" id="report" data-live>
+<h2>Doorbell self-test</h2>
+<p class="muted">Creates a self-test todo on this endpoint and rings it about 2 seconds later; an agent that hears the doorbell claims it, and the verdict is <code>pass</code>.</p>
+${error ? html`<p class="error" role="alert">${error}</p>` : ''}
+${
+  report
+    ? html`<p class="verdict verdict-${report.verdict}">Verdict: <strong class="verdict-value">${report.verdict}</strong></p>
+<dl class="facts">
+  <dt>Test</dt><dd><code>${report.test_id}</code>, started ${time(report.started_at)}, waits ${report.wait_seconds} s</dd>
+  <dt>Doorbell</dt><dd>${report.delivered.written ? html`written ${report.delivered.at ? time(new Date(report.delivered.at)) : ''}` : html`<span class="muted">not written</span>`}</dd>
+  <dt>Claimed</dt><dd>${report.claimed_within_seconds === null ? html`<span class="muted">not yet</span>` : html`within ${report.claimed_within_seconds} s`}</dd>
+</dl>
+${report.hints.length ? html`<h3>Hints</h3><ul class="hints">${report.hints.map((h) => html`<li>${h}</li>`)}</ul>` : ''}`
+    : html`<p class="empty">No self-test has run on this endpoint yet.</p>`
+}
+${e.state === 'active' ? html`<form method="post" action="${path('/endpoints', e.id, 'self-test')}">${csrfField(s)}<button type="submit" class="selftest">Run self-test</button></form>` : ''}
+</section>`;
+}
+
+function webhooksSection(hooks: WebhookView[], events: EventSummary[]): Html {
+  return html`<section class="webhooks" id="webhooks" data-live>
+<h2>Webhooks</h2>
+${
+  hooks.length
+    ? html`<table><thead><tr><th>Source</th><th>Queue</th><th>Trust</th><th>Ingest URL</th><th>Last delivery</th></tr></thead><tbody>
+${hooks.map(
+  (w) =>
+    html`<tr><td>${w.source_type}</td><td>${w.target_queue}</td><td>${w.trust_mode}</td><td><code>${w.ingest_url_hint}</code></td><td>${
+      w.last_delivery_at ? time(new Date(w.last_delivery_at)) : html`<span class="muted">none yet</span>`
+    }</td></tr>`,
+)}
+</tbody></table>
+<p class="hint">The full ingest URL is shown once, when the webhook is created or rotated (<code>switchboard webhook create|rotate</code>).</p>`
+    : html`<p class="empty">No webhooks. <code>switchboard webhook create SLUG --source github|gitea|generic</code> adds one.</p>`
+}
+${
+  events.length
+    ? html`<h3>Last deliveries</h3><table><thead><tr><th>Received</th><th>Source</th><th>Event</th><th>Trust</th><th>Todo</th></tr></thead><tbody>
+${events.map(
+  (ev) =>
+    html`<tr><td>${time(ev.received_at)}</td><td>${ev.source}</td><td>${ev.event_type ?? ''}</td><td>${ev.trust_mode}${ev.verified ? ' · verified' : ''}</td><td>${
+      ev.todo_id ? html`<a href="${path('/todos', ev.todo_id)}"><code>${ev.todo_id.slice(0, 11)}…</code></a>` : ''
+    }</td></tr>`,
+)}
+</tbody></table>`
+    : ''
+}
+</section>`;
+}
+
+export function endpointPage(
+  s: BoardSession,
+  c: CardData,
+  now: Date,
+  extra: { report: ReportView | null; reportError?: string; webhooks: WebhookView[]; events: EventSummary[]; errs?: CardErrors; live: boolean },
+): string {
+  const e = c.endpoint;
+  return page(
+    { title: e.agent_name, session: s, liveUrl: extra.live ? path('/endpoints', e.id) : undefined, nav: 'endpoints' },
+    html`<p class="crumbs"><a href="/">Endpoints</a> / <code>${e.slug}</code></p>
+${card(c, s, now, extra.errs ?? {})}
+${reportSection(e, s, extra.report, extra.reportError)}
+${webhooksSection(extra.webhooks, extra.events)}
+<p><a href="${withQuery('/todos', {})}">All your todos</a></p>`,
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Vend result and revoke
+
+export function vendedPage(
+  s: BoardSession,
+  v: { id: string; name: string; slug: string; mcpUrl: string; credential: string; mcpJson: unknown },
+): string {
+  const claude = `claude mcp add --transport http --scope user switchboard ${v.mcpUrl} --header "Authorization: Bearer ${v.credential}"`;
+  return page(
+    { title: 'Endpoint vended', session: s, nav: 'endpoints' },
+    html`<section class="vended">
+<h1>Endpoint vended: ${v.name}</h1>
+<p class="warn" role="status">Copy the credential now. It is shown this once; Switchboard keeps only its hash.</p>
+<dl class="facts">
+  <dt>Slug</dt><dd><code>${v.slug}</code></dd>
+  <dt>MCP URL</dt><dd><code>${v.mcpUrl}</code></dd>
+  <dt>Credential</dt><dd><code id="credential" class="secret">${v.credential}</code></dd>
+</dl>
+<h2><code>.mcp.json</code></h2>
+<p>Put this in the agent's project:</p>
+<pre id="mcp-json" class="copy">${JSON.stringify(v.mcpJson, null, 2)}</pre>
+<h2>Claude Code</h2>
+<p>Or add it from a shell:</p>
+<pre id="claude-mcp-add" class="copy">${claude}</pre>
+<p><a class="button" href="${path('/endpoints', v.id)}">Done: go to the endpoint</a></p>
+</section>`,
+  );
+}
+
+/** The answer to a vend form sent a second time (a reload of the credential page, a double click). */
+export function alreadyVendedPage(s: BoardSession, e: Endpoint): string {
+  return page(
+    { title: 'Already vended', session: s, nav: 'endpoints' },
+    html`<section class="message">
+<h1>Already vended</h1>
+<p>This form already vended <code>${e.slug}</code>. Its credential was shown once, on the page that answered the first send, and Switchboard keeps only its hash.</p>
+<p>Lost it? Revoke the endpoint and vend a new one.</p>
+<p><a class="button" href="${path('/endpoints', e.id)}">Go to the endpoint</a></p>
+</section>`,
+  );
+}
+
+export function revokeConfirmPage(s: BoardSession, e: Endpoint): string {
+  return page(
+    { title: `Revoke ${e.agent_name}`, session: s, nav: 'endpoints' },
+    html`<section class="message">
+<h1>Revoke ${e.agent_name}?</h1>
+<p>Endpoint <code>${e.slug}</code>: its credential stops working at once, its agent's sessions are closed on every instance, and its live todos are dead-lettered. This cannot be undone; vend a new endpoint to replace it.</p>
+<form method="post" action="${path('/endpoints', e.id, 'revoke')}">${csrfField(s)}<button type="submit" class="danger" id="confirm-revoke">Revoke ${e.slug}</button> <a href="${path('/endpoints', e.id)}">Cancel</a></form>
+</section>`,
+  );
+}
