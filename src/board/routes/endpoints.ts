@@ -17,7 +17,7 @@ import type { BoardSession } from '../auth.ts';
 import { sendPage } from '../error-page.ts';
 import { field, fieldErrorOf, fields, formOf, isInvalid } from '../form.ts';
 import { path } from '../html.ts';
-import { alreadyVendedPage, endpointPage, endpointsPage, revokeConfirmPage, vendedPage, type CardData, type CardErrors, type ReportView } from '../pages.ts';
+import { alreadyVendedPage, endpointPage, endpointsPage, revokeConfirmPage, vendedPage, type CardData, type CardErrors, type ReportView } from '../views/endpoints.ts';
 
 export interface EndpointRouteDeps {
   clock: Clock;
