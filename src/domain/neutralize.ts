@@ -1,10 +1,22 @@
 /**
+ * The one control-character policy: C0 and C1 controls, DEL, and the Unicode line and paragraph
+ * separators, everything that breaks a line or drives a terminal. One-line fields (titles, agent
+ * names) refuse them; text from outside has them replaced by a space.
+ */
+// eslint-disable-next-line no-control-regex
+export const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+const CONTROL_RUNS = new RegExp(`${CONTROL_CHARACTERS.source}+`, 'g');
+
+export const hasControlCharacters = (s: string): boolean => CONTROL_CHARACTERS.test(s);
+
+/** Every run of control characters becomes one space, then whitespace runs collapse; trimmed. */
+export const flattenToOneLine = (s: string): string => s.replace(CONTROL_RUNS, ' ').replace(/\s+/g, ' ').trim();
+
+/**
  * Text from outside (client names, todo titles) travels into logs and into agents' context.
  * Strip control characters, collapse whitespace runs and cap the length.
  */
 export function neutralizeText(raw: unknown, max = 128): string {
   if (typeof raw !== 'string') return '';
-  // eslint-disable-next-line no-control-regex
-  const cleaned = raw.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ').replace(/\s+/g, ' ').trim();
-  return [...cleaned].slice(0, max).join('');
+  return [...flattenToOneLine(raw)].slice(0, max).join('');
 }

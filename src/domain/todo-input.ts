@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { invalidArgument } from './errors.ts';
 import { IDEMPOTENCY_KEY_MAX_BYTES, TITLE_MAX_BYTES } from './lifecycle.ts';
+import { hasControlCharacters } from './neutralize.ts';
 import { validateQueueName } from './scope.ts';
 
 /**
@@ -14,15 +15,13 @@ const KIND = /^[A-Za-z0-9._:-]+$/;
 export const OPERATOR_KIND = 'operator';
 
 const byteLength = (s: string) => Buffer.byteLength(s, 'utf8');
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f]/;
 
 /** Trimmed; not empty, at most TITLE_MAX_BYTES bytes of UTF-8, one line without control characters. */
 export function todoTitle(raw: string): string {
   const title = raw.trim();
   if (title === '') throw invalidArgument('title', 'must not be empty');
   if (byteLength(title) > TITLE_MAX_BYTES) throw invalidArgument('title', `must be at most ${TITLE_MAX_BYTES} bytes; put detail in payload`);
-  if (CONTROL.test(title)) throw invalidArgument('title', 'must be one line without control characters');
+  if (hasControlCharacters(title)) throw invalidArgument('title', 'must be one line without control characters');
   return title;
 }
 

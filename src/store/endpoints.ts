@@ -6,6 +6,7 @@ import { ENDPOINT_CREDENTIAL_PREFIX, hashSecret, mintSecret } from '../lib/secre
 import { notify } from './channels.ts';
 import { live } from './todos/predicates.ts';
 import { isUuid } from '../domain/ids.ts';
+import { hasControlCharacters } from '../domain/neutralize.ts';
 
 export interface Endpoint {
   id: string;
@@ -47,8 +48,7 @@ export function validateAgentName(raw: unknown): string {
   const name = raw.trim();
   if (name === '') throw invalidArgument('name', 'must not be empty');
   if (name.length > MAX_AGENT_NAME) throw invalidArgument('name', `must be at most ${MAX_AGENT_NAME} characters`);
-  // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f\u007f]/.test(name)) throw invalidArgument('name', 'must not contain control characters');
+  if (hasControlCharacters(name)) throw invalidArgument('name', 'must not contain control characters');
   return name;
 }
 

@@ -1,12 +1,12 @@
 import { TITLE_MAX_BYTES as MAX_TITLE_BYTES } from '../lifecycle.ts';
+import { flattenToOneLine } from '../neutralize.ts';
 import type { SourceType } from '../webhook-source.ts';
 
 type Json = Record<string, any>;
 
 /** One line, no control characters, at most 200 bytes (cut on a character boundary). */
 export function oneLine(text: string): string {
-  // eslint-disable-next-line no-control-regex
-  let line = text.replace(/[\u0000-\u001f\u007f]+/g, ' ').replace(/\s+/g, ' ').trim();
+  let line = flattenToOneLine(text);
   if (Buffer.byteLength(line) <= MAX_TITLE_BYTES) return line;
   // Cut from a bounded prefix, one character at a time: the text can be megabytes (a generic
   // producer's `title`), and re-splitting all of it per character is quadratic.
