@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { SelfTests } from '../services/doorbell/self-tests.ts';
-import type { Endpoint, EndpointService } from '../services/endpoints.ts';
+import { ownerOf, type Endpoint, type EndpointService } from '../services/endpoints.ts';
 import { parseInput } from '../domain/validate.ts';
 import type { DoorbellTestReport, DoorbellTestStarted } from './wire.ts';
 
@@ -17,7 +17,7 @@ export function registerDoorbellTestRoutes(api: FastifyInstance, deps: { endpoin
   api.post('/endpoints/:ref/doorbell-tests', { bodyLimit: DOORBELL_TEST_BODY_LIMIT }, async (req, reply) => {
     const endpoint = await activeEndpoint(req);
     const body = parseInput(startBody, req.body ?? {});
-    const started = await deps.selfTests.start({ id: endpoint.id, slug: endpoint.slug, queues: endpoint.scope_queues }, body.wait_seconds);
+    const started = await deps.selfTests.start(ownerOf(endpoint), body.wait_seconds);
     return reply.code(201).send(started satisfies DoorbellTestStarted);
   });
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { NotifyHooks } from '../services/notify-hooks.ts';
-import { requireActive, type EndpointService } from '../services/endpoints.ts';
+import { ownerOf, requireActive, type EndpointService } from '../services/endpoints.ts';
 import { parseInput } from '../domain/validate.ts';
 import type { HookDeleted, HookList, MintedHookView } from './wire.ts';
 
@@ -24,7 +24,7 @@ export function registerHookRoutes(api: FastifyInstance, deps: { endpoints: Endp
   api.post('/endpoints/:ref/hooks', async (req, reply) => {
     const e = requireActive(await own(req));
     const body = parseInput(createBody, req.body ?? {});
-    return reply.code(201).send(await hooks.create({ id: e.id, slug: e.slug, queues: e.scope_queues }, body, `operator:${req.human!.id}`) satisfies MintedHookView);
+    return reply.code(201).send(await hooks.create(ownerOf(e), body, `operator:${req.human!.id}`) satisfies MintedHookView);
   });
 
   api.post('/hooks/:id/rotate', async (req): Promise<MintedHookView> => hooks.rotate(await ownHook(req)));

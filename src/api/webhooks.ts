@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { WEBHOOKS_PER_ENDPOINT_MAX, type Webhooks } from '../services/webhooks.ts';
-import type { EndpointService } from '../services/endpoints.ts';
+import { ownerOf, type EndpointService } from '../services/endpoints.ts';
 import { LIST_DEFAULT_LIMIT } from '../domain/lifecycle.ts';
 import { rfc3339 } from '../domain/time.ts';
 import { limitParam, parseInput } from '../domain/validate.ts';
@@ -37,7 +37,7 @@ export function registerWebhookRoutes(api: FastifyInstance, deps: { endpoints: E
   api.post('/endpoints/:ref/webhooks', async (req, reply) => {
     const e = await active(req);
     const body = parseInput(createBody, req.body ?? {});
-    const created = await webhooks.create({ id: e.id, slug: e.slug, queues: e.scope_queues }, body, `operator:${req.human!.id}`, WEBHOOKS_PER_ENDPOINT_MAX);
+    const created = await webhooks.create(ownerOf(e), body, `operator:${req.human!.id}`, WEBHOOKS_PER_ENDPOINT_MAX);
     return reply.code(201).send(created satisfies MintedWebhookView);
   });
 

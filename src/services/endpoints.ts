@@ -11,6 +11,9 @@ import type { ServiceBase } from './base.ts';
 
 export type { Endpoint, VendInput };
 
+/** An endpoint as the services that act for it take it: id, slug and its queues. */
+export const ownerOf = (e: Endpoint): { id: string; slug: string; queues: readonly string[] } => ({ id: e.id, slug: e.slug, queues: e.scope_queues });
+
 /** The one "still active" rule: a revoked endpoint answers 409 with its slug and state. */
 export function requireActive(endpoint: Endpoint): Endpoint {
   if (endpoint.state !== 'active') throw endpointRevoked(endpoint);

@@ -7,7 +7,7 @@ import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../lib/log.ts';
 import type { BoardReads } from '../../services/board-reads.ts';
 import type { SelfTests } from '../../services/doorbell/self-tests.ts';
-import type { Endpoint, EndpointService } from '../../services/endpoints.ts';
+import { ownerOf, type Endpoint, type EndpointService } from '../../services/endpoints.ts';
 import type { OperatorPresence } from '../../services/presence-operator.ts';
 import { inputsOf } from '../../services/presence.ts';
 import type { Webhooks } from '../../services/webhooks.ts';
@@ -192,7 +192,7 @@ export function registerEndpointRoutes(board: FastifyInstance, deps: EndpointRou
   board.post('/endpoints/:id/self-test', async (req, reply) => {
     const e = await activeEndpoint(req);
     try {
-      await deps.selfTests.start({ id: e.id, slug: e.slug, queues: e.scope_queues }, undefined);
+      await deps.selfTests.start(ownerOf(e), undefined);
     } catch (err) {
       if (!isSwitchboardError(err) || (err.code !== 'rate_limited' && err.code !== 'invalid_argument')) throw err;
       if (typeof err.details.retry_after === 'number') reply.header('retry-after', String(err.details.retry_after));
