@@ -9,14 +9,15 @@ import { shiftText } from '../../src/domain/presence/arbitraries.testkit.ts';
 import { DRAIN_VERBS, WEBHOOK_VERBS } from '../../src/domain/scope.ts';
 import { connectAgent, until } from '../support/agents.ts';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../support/app.ts';
+import { createLoginLink } from '../../src/store/web-sessions.ts';
 
 /**
  * Fault: hostile input. fast-check throws random and half-valid input at every door a stranger or
  * a confused client can knock on: MCP JSON-RPC bodies (random bytes, random JSON, random methods
  * and params, every tool with random arguments), shift strings, webhook bodies and headers
  * (signed, wrongly signed, unsigned), the vend and push bodies of the API, and random path
- * segments where a slug, a ref or a token goes. For every case: no 5xx and no `internal` tool
- * error, nothing logged at error level, and a refusal changes nothing in the database (row counts
+ * segments where a slug, a ref, a token or a board id goes. For every case: no 5xx and no
+ * `internal` tool error, nothing logged at error level, and a refusal changes nothing in the database (row counts
  * and the content of todos, endpoints and webhooks are compared before and after each refused
  * request). The server must still work at the end.
  */
@@ -25,6 +26,7 @@ let db: Awaited<ReturnType<typeof migratedDatabase>>;
 let app: App & { clock: ManualClock };
 let api: ReturnType<typeof apiCaller>;
 let humanToken = '';
+let human: { handle: string; token: string };
 const errorLogs: string[] = [];
 const tally = new Map<string, Map<string, number>>();
 const clients: { close(): Promise<void> }[] = [];
@@ -41,7 +43,8 @@ beforeAll(async () => {
     }),
   );
   app = await startTestApp(db.url, new ManualClock(), { log });
-  humanToken = (await humanWithToken(db.sql)).token;
+  human = await humanWithToken(db.sql);
+  humanToken = human.token;
   api = apiCaller(app.url, humanToken);
 });
 afterAll(async () => {
@@ -109,6 +112,15 @@ async function fuzz<T>(
     // A fresh seed each run; FUZZ_SEED replays the one a failure printed.
     { numRuns, ...(process.env.FUZZ_SEED ? { seed: Number(process.env.FUZZ_SEED) } : {}) },
   );
+}
+
+/** A board session of the test's human: its cookie and CSRF token. */
+async function boardSignIn(): Promise<{ cookie: string; csrf: string }> {
+  const { token } = await createLoginLink(db.sql, human.handle, app.clock.now());
+  const signIn = await fetch(`${app.url}/login/${token}`, { method: 'POST', redirect: 'manual' });
+  const cookie = /^sb_session=[^;]*/.exec(signIn.headers.get('set-cookie') ?? '')![0];
+  const home = await (await fetch(`${app.url}/`, { headers: { cookie } })).text();
+  return { cookie, csrf: /name="csrf_token" value="([0-9a-f]{64})"/.exec(home)![1]! };
 }
 
 async function request(url: string, init: RequestInit): Promise<Outcome & { text: string; json: any }> {
@@ -467,10 +479,11 @@ describe('hostile input', () => {
     expect((await fetch(`${app.url}/healthz`)).status).toBe(200);
   });
 
-  it('random path segments where a slug, a ref or an ingest token goes', async () => {
+  it('random path segments where a slug, a ref, an ingest token or a board id goes', async () => {
     const r = await api('POST', '/api/v1/endpoints', { name: 'paths', queues: ['reviews'] });
     expect(r.status).toBe(201);
     const e = r.json as { slug: string; token: string };
+    const board = await boardSignIn();
     const door = fc.constantFrom(
       (seg: string) => ({ method: 'GET', path: `/api/v1/endpoints/${seg}` }),
       (seg: string) => ({ method: 'GET', path: `/api/v1/endpoints/${seg}/todos` }),
@@ -484,17 +497,24 @@ describe('hostile input', () => {
       (seg: string) => ({ method: 'POST', path: `/webhooks/w/${seg}`, body: { action: 'opened' } }),
       (seg: string) => ({ method: 'POST', path: `/mcp/${seg}`, body: { jsonrpc: '2.0', id: 1, method: 'initialize', params: {} }, mcp: true }),
       (seg: string) => ({ method: 'GET', path: `/mcp/${seg}`, mcp: true }),
+      // The board: every route with an id, POSTs with a valid CSRF token.
+      ...[`/endpoints/{}`, `/endpoints/{}/revoke`, `/todos/{}`].map((p) => (seg: string) => ({ method: 'GET', path: p.replace('{}', seg), board: true })),
+      ...['presence', 'presence/clear', 'shift', 'self-test', 'revoke'].map((v) => (seg: string) => ({ method: 'POST', path: `/endpoints/${seg}/${v}`, board: true })),
     );
     await fuzz('random {slug} / {ref} / {token} / {id} in paths', fc.tuple(door, pathSegment), 400, async ([make, seg]) => {
-      const d = make(seg) as { method: string; path: string; body?: unknown; mcp?: boolean };
+      const d = make(seg) as { method: string; path: string; body?: unknown; mcp?: boolean; board?: boolean };
+      const form = d.board && d.method === 'POST' ? new URLSearchParams({ csrf_token: board.csrf, presence: 'out', shift: '09:00-17:00' }).toString() : undefined;
       const res = await request(`${app.url}${d.path}`, {
         method: d.method,
-        headers: {
-          authorization: `Bearer ${d.mcp ? e.token : humanToken}`,
-          ...(d.mcp ? { accept: 'application/json, text/event-stream' } : {}),
-          ...(d.body ? { 'content-type': 'application/json' } : {}),
-        },
-        body: d.body ? JSON.stringify(d.body) : undefined,
+        redirect: 'manual',
+        headers: d.board
+          ? { cookie: board.cookie, ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) }
+          : {
+              authorization: `Bearer ${d.mcp ? e.token : humanToken}`,
+              ...(d.mcp ? { accept: 'application/json, text/event-stream' } : {}),
+              ...(d.body ? { 'content-type': 'application/json' } : {}),
+            },
+        body: form ?? (d.body ? JSON.stringify(d.body) : undefined),
         signal: AbortSignal.timeout(5000),
       });
       return { ...res, answer: `${d.method} ${d.path.slice(0, 200)} → ${res.answer}` };
