@@ -92,8 +92,8 @@ describe('TodoService', () => {
     expect(await refusal(todos.pushByOperator(owner, e, { title: 'two\nlines', queue: 'inbox' }))).toMatchObject({ details: { field: 'title' } });
     const { endpoint: gone } = await endpoints.revoke(owner.id, e.id);
     expect(await refusal(todos.pushByOperator(owner, gone, { title: 'late', queue: 'inbox' }))).toMatchObject({ code: 'conflict' });
-    const [{ n }] = await db.sql<{ n: number }[]>`select count(*)::int as n from todos where endpoint_id = ${e.id}`;
-    expect(n).toBe(0);
+    const [row] = await db.sql<{ n: number }[]>`select count(*)::int as n from todos where endpoint_id = ${e.id}`;
+    expect(row!.n).toBe(0);
   });
 });
 
