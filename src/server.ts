@@ -8,7 +8,7 @@ import { BOARD_CSP, registerBoard } from './board/plugin.ts';
 import { constantTimeEqual } from './lib/secrets.ts';
 import type { EndpointCredentials } from './services/endpoint-credentials.ts';
 import type { Session, SessionRegistry } from './sessions/registry.ts';
-import type { AgentServices } from './mcp/tools.ts';
+import type { AgentServices } from './mcp/tools/index.ts';
 import type { BoardReads } from './services/board-reads.ts';
 import type { EndpointService } from './services/endpoints.ts';
 import type { Humans } from './services/humans.ts';

@@ -23,7 +23,7 @@ import {
 } from './protocol.ts';
 import type { EndpointCredentials } from '../services/endpoint-credentials.ts';
 import type { Session, SessionEndpoint, SessionRegistry } from '../sessions/registry.ts';
-import type { AgentServices } from './tools.ts';
+import type { AgentServices } from './tools/index.ts';
 
 export const MCP_BODY_LIMIT = 1024 * 1024;
 /** Before authentication, per client address. */

@@ -230,7 +230,7 @@ describe('SPEC-0022 scenarios without a shift', () => {
   });
 
   // P10 (`clock_out {"endpoint":"x"}` is refused) is a property of the verb's argument schema,
-  // which is strict in src/mcp/self-verbs.ts; this package takes no arguments from a caller.
+  // which is strict in src/mcp/tools/presence.ts; this package takes no arguments from a caller.
 });
 
 describe('effective: edges', () => {

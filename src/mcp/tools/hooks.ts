@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineTool, type Tool, type ToolContext } from './tools.ts';
+import { defineTool, type Tool, type ToolContext } from './tool.ts';
 
 /**
  * Notify-hook verbs (granted per verb, never by default: they make outbound HTTP calls). An

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { LIST_MAX_LIMIT } from '../domain/lifecycle.ts';
-import { TODO_STATES, type TodoState } from '../services/todos.ts';
-import type { Worker } from '../services/todo-work.ts';
-import { defineTool, type Tool, type ToolContext } from './tools.ts';
-import { TODO_ID_PATTERN } from '../domain/ids.ts';
+import { LIST_MAX_LIMIT } from '../../domain/lifecycle.ts';
+import { TODO_STATES, type TodoState } from '../../services/todos.ts';
+import type { Worker } from '../../services/todo-work.ts';
+import { defineTool, type Tool, type ToolContext } from './tool.ts';
+import { TODO_ID_PATTERN } from '../../domain/ids.ts';
 
 /** The drain verbs: how an agent takes work off its queues and finishes it. */
 

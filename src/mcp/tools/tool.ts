@@ -1,16 +1,16 @@
 import { z } from 'zod';
-import type { Clock } from '../lib/clock.ts';
-import type { SwitchboardError } from '../domain/errors.ts';
-import { classifyAndLog } from '../web/errors.ts';
-import type { TodoWork } from '../services/todo-work.ts';
-import type { DoorbellAcks } from '../services/doorbell/acks.ts';
-import type { PresenceService } from '../services/presence.ts';
-import type { SelfTests } from '../services/doorbell/self-tests.ts';
-import type { Webhooks } from '../services/webhooks.ts';
-import type { NotifyHooks } from '../services/notify-hooks.ts';
-import type { Logger } from '../lib/log.ts';
-import { parseInput } from '../domain/validate.ts';
-import type { Session } from '../sessions/registry.ts';
+import type { Clock } from '../../lib/clock.ts';
+import type { SwitchboardError } from '../../domain/errors.ts';
+import { classifyAndLog } from '../../web/errors.ts';
+import type { TodoWork } from '../../services/todo-work.ts';
+import type { DoorbellAcks } from '../../services/doorbell/acks.ts';
+import type { PresenceService } from '../../services/presence.ts';
+import type { SelfTests } from '../../services/doorbell/self-tests.ts';
+import type { Webhooks } from '../../services/webhooks.ts';
+import type { NotifyHooks } from '../../services/notify-hooks.ts';
+import type { Logger } from '../../lib/log.ts';
+import { parseInput } from '../../domain/validate.ts';
+import type { Session } from '../../sessions/registry.ts';
 
 /** What the agent verbs may use: the one bag of services the MCP layer hands down. */
 export interface AgentServices {

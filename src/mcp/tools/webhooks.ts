@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineTool, type Tool, type ToolContext } from './tools.ts';
+import { defineTool, type Tool, type ToolContext } from './tool.ts';
 
 /**
  * Webhook verbs (granted per endpoint, never by default): an agent manages its own endpoint's

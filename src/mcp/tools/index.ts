@@ -1,0 +1,22 @@
+import type { Session } from '../../sessions/registry.ts';
+import { doorbellSelfTools } from './doorbell.ts';
+import { drainTools } from './drain.ts';
+import { hookTools } from './hooks.ts';
+import { presenceTools } from './presence.ts';
+import type { Tool } from './tool.ts';
+import { webhookTools } from './webhooks.ts';
+
+// The catalog of agent verbs. A new verb: a service method, a file (or an entry) here, and its
+// family's list below; tools/list shows granted verbs in this order, then the self verbs.
+
+/** Every verb an endpoint can be granted, by name. */
+export const GRANTABLE_TOOLS = new Map<string, Tool>([...drainTools, ...webhookTools, ...hookTools].map((t) => [t.name, t]));
+/** Verbs every active endpoint has, whatever its scope (the presence and self-test verbs join here). */
+export const SELF_TOOLS = new Map<string, Tool>([...presenceTools, ...doorbellSelfTools].map((t) => [t.name, t]));
+
+export function toolsFor(session: Session): Tool[] {
+  const granted = [...GRANTABLE_TOOLS.values()].filter((t) => session.endpoint.verbs.includes(t.name));
+  return [...granted, ...SELF_TOOLS.values()];
+}
+
+export { callTool, describeTool, toolError, type AgentServices, type Tool, type ToolContext } from './tool.ts';
