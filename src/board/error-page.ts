@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify';
-import type { SwitchboardError } from '../domain/errors.ts';
+import { retryAfterSeconds, type SwitchboardError } from '../domain/errors.ts';
 import { HTTP_STATUS } from '../web/errors.ts';
 import type { BoardSession } from './auth.ts';
 import { html } from './html.ts';
@@ -7,7 +7,8 @@ import { messagePage } from './pages.ts';
 
 /** The board's renderer of a classified error: the status from the code, a heading that names what to do. */
 export function sendBoardError(reply: FastifyReply, e: SwitchboardError, s: BoardSession | undefined): FastifyReply {
-  if ((e.code === 'rate_limited' || e.code === 'unavailable') && typeof e.details.retry_after === 'number') reply.header('retry-after', String(e.details.retry_after));
+  const wait = retryAfterSeconds(e);
+  if (wait !== undefined) reply.header('retry-after', String(wait));
   if (e.code === 'not_found') return sendPage(reply, 404, notFoundPage(s));
   const heading = e.code === 'conflict' ? 'Not possible now' : e.code === 'internal' ? 'Something went wrong' : e.code === 'unavailable' ? 'Try again shortly' : 'Refused';
   return sendPage(reply, HTTP_STATUS[e.code], messagePage({ title: heading, session: s }, heading, e.message, backLink(s)));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SwitchboardError, classify, databaseUnavailable, unstorableInput } from './errors.ts';
+import { SwitchboardError, classify, databaseUnavailable, retryAfterSeconds, unstorableInput } from './errors.ts';
 
 describe('databaseUnavailable', () => {
   it('is unavailable for a refused or dropped connection and for PostgreSQL shutting down or full', () => {
@@ -50,5 +50,14 @@ describe('classify', () => {
       expect(e.code).toBe('internal');
       expect(e.message).toBe('internal error');
     }
+  });
+});
+
+describe('retryAfterSeconds', () => {
+  it('is the wait of a rate limit or an unreachable database, undefined otherwise', () => {
+    expect(retryAfterSeconds(new SwitchboardError('rate_limited', 'slow down', { retry_after: 3 }))).toBe(3);
+    expect(retryAfterSeconds(classify({ code: '57P01' }))).toBe(5);
+    expect(retryAfterSeconds(new SwitchboardError('rate_limited', 'slow down'))).toBeUndefined();
+    expect(retryAfterSeconds(new SwitchboardError('conflict', 'no', { retry_after: 3 }))).toBeUndefined();
   });
 });

@@ -40,6 +40,12 @@ export const forbidden = (message: string): SwitchboardError => new SwitchboardE
 
 export const isSwitchboardError = (e: unknown): e is SwitchboardError => e instanceof SwitchboardError;
 
+/** Seconds a refused caller should wait before retrying (a rate limit, an unreachable database), if the error says. */
+export function retryAfterSeconds(e: SwitchboardError): number | undefined {
+  const s = e.details.retry_after;
+  return (e.code === 'rate_limited' || e.code === 'unavailable') && typeof s === 'number' ? s : undefined;
+}
+
 /**
  * PostgreSQL refuses some text any client can send: a NUL (U+0000) in text (22021) or in JSON
  * (22P05), and an unpaired UTF-16 surrogate escape in JSON (22P02). That is the input's fault, so

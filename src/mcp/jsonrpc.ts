@@ -1,5 +1,5 @@
 /** JSON-RPC 2.0 as MCP uses it: the message shapes and the error codes we answer with. */
-import type { SwitchboardError } from '../domain/errors.ts';
+import { retryAfterSeconds, type SwitchboardError } from '../domain/errors.ts';
 import { HTTP_STATUS } from '../web/errors.ts';
 
 export type JsonRpcId = string | number;
@@ -86,7 +86,8 @@ const STATUS_TEXT: Record<number, string> = {
 /** The JSON-RPC renderer of a classified error: its HTTP status, the error body and any Retry-After. */
 export function rpcFailure(e: SwitchboardError): { status: number; body: JsonRpcResponse; headers: Record<string, string> } {
   const status = HTTP_STATUS[e.code];
-  const headers: Record<string, string> = typeof e.details.retry_after === 'number' ? { 'retry-after': String(e.details.retry_after) } : {};
+  const wait = retryAfterSeconds(e);
+  const headers: Record<string, string> = wait === undefined ? {} : { 'retry-after': String(wait) };
   if (e.code === 'internal') return { status, body: rpcError(null, INTERNAL_ERROR, 'Internal error'), headers };
   const message = `${STATUS_TEXT[status] ?? 'Error'}: ${e.message}`;
   return { status, body: rpcError(null, e.code === 'unavailable' ? INTERNAL_ERROR : TRANSPORT_ERROR, message), headers };

@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify';
-import { SwitchboardError, classify, isSwitchboardError, type ErrorCode, type Recognise } from '../domain/errors.ts';
+import { SwitchboardError, classify, isSwitchboardError, retryAfterSeconds, type ErrorCode, type Recognise } from '../domain/errors.ts';
 import type { Logger } from '../lib/log.ts';
 
 /** The one mapping from error code to HTTP status. */
@@ -28,9 +28,8 @@ export function envelope(err: SwitchboardError): ErrorEnvelope {
 }
 
 export function sendError(reply: FastifyReply, err: SwitchboardError): FastifyReply {
-  if ((err.code === 'rate_limited' || err.code === 'unavailable') && typeof err.details.retry_after === 'number') {
-    reply.header('Retry-After', String(err.details.retry_after));
-  }
+  const wait = retryAfterSeconds(err);
+  if (wait !== undefined) reply.header('Retry-After', String(wait));
   return reply.code(HTTP_STATUS[err.code]).type('application/json; charset=utf-8').send(envelope(err));
 }
 

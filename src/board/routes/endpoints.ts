@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { invalidArgument, isSwitchboardError, type SwitchboardError } from '../../domain/errors.ts';
+import { invalidArgument, isSwitchboardError, retryAfterSeconds, type SwitchboardError } from '../../domain/errors.ts';
 import { mcpJson, mcpUrl } from '../../domain/mcp-client.ts';
 import { parseDuration } from '../../domain/duration.ts';
 import { effective, type Presence } from '../../domain/presence/index.ts';
@@ -195,7 +195,8 @@ export function registerEndpointRoutes(board: FastifyInstance, deps: EndpointRou
       await deps.selfTests.start(ownerOf(e), undefined);
     } catch (err) {
       if (!isSwitchboardError(err) || (err.code !== 'rate_limited' && err.code !== 'invalid_argument')) throw err;
-      if (typeof err.details.retry_after === 'number') reply.header('retry-after', String(err.details.retry_after));
+      const wait = retryAfterSeconds(err);
+      if (wait !== undefined) reply.header('retry-after', String(wait));
       return renderEndpoint(reply, humanOf(req), e, HTTP_STATUS[err.code], { reportError: err.message });
     }
     return reply.redirect(`${path('/endpoints', e.id)}#report`, 303);
