@@ -29,6 +29,7 @@ import { listenForWakeups } from './services/wakeups.ts';
 import { EndpointService } from './services/endpoints.ts';
 import { TodoService } from './services/todos.ts';
 import { TodoWork } from './services/todo-work.ts';
+import { AgentPresence } from './services/presence-agent.ts';
 import { IngestService } from './services/ingest.ts';
 import { OperatorPresence } from './services/presence-operator.ts';
 import { BoardReads } from './services/board-reads.ts';
@@ -178,6 +179,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       endpoints,
       todos,
       todoWork: new TodoWork(base),
+      agentPresence: new AgentPresence(base, presence),
       operatorPresence: new OperatorPresence(base, presence),
       ingest,
       boardReads: new BoardReads(base),

@@ -146,6 +146,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
   registerMcp(app, {
     clock: deps.clock,
     todoWork: deps.todoWork,
+    agentPresence: deps.agentPresence,
     log: deps.log,
     sessions: deps.sessions,
     credentials: deps.credentials,

@@ -3,6 +3,7 @@ import type { Clock } from '../../lib/clock.ts';
 import type { SwitchboardError } from '../../domain/errors.ts';
 import { classifyAndLog } from '../../web/errors.ts';
 import type { TodoWork } from '../../services/todo-work.ts';
+import type { AgentPresence } from '../../services/presence-agent.ts';
 import type { DoorbellAcks } from '../../services/doorbell/acks.ts';
 import type { PresenceService } from '../../services/presence.ts';
 import type { SelfTests } from '../../services/doorbell/self-tests.ts';
@@ -16,6 +17,7 @@ import type { Session } from '../../sessions/registry.ts';
 export interface AgentServices {
   clock: Clock;
   todoWork: TodoWork;
+  agentPresence: AgentPresence;
   log: Logger;
   presence: PresenceService;
   acks: DoorbellAcks;
