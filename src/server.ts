@@ -61,6 +61,15 @@ const SECURITY_HEADERS: Record<string, string> = {
   'cross-origin-resource-policy': 'same-origin',
 };
 
+/** The security headers and no-store, each unless the route set its own. */
+function withSecurityHeaders(reply: FastifyReply): FastifyReply {
+  for (const [k, v] of Object.entries(SECURITY_HEADERS)) {
+    if (!reply.hasHeader(k)) reply.header(k, v);
+  }
+  if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+  return reply;
+}
+
 export function buildServer(deps: ServerDeps): FastifyInstance {
   const app = Fastify({
     // Our own request log (below) names the route pattern, never the raw URL or headers.
@@ -68,20 +77,17 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     bodyLimit: API_BODY_LIMIT,
     return503OnClosing: true,
     // Refusals before routing (bad percent-encoding, an over-long segment) in the wire of the path's surface.
-    frameworkErrors: (err, req, reply) => {
+    // These replies skip the hooks, so they get the security headers here.
+    frameworkErrors: (err, req, raw) => {
       const e = classifyAndLog(err, deps.log, { method: req.method }, 'request');
-      if (req.url.startsWith('/mcp/')) return sendRpcFailure(reply as FastifyReply, e);
-      if (req.url.startsWith('/api/') || req.url.startsWith('/webhooks/')) return sendError(reply, e);
-      return sendBoardError(reply.header('content-security-policy', BOARD_CSP), e, undefined);
+      const reply = raw as FastifyReply;
+      if (req.url.startsWith('/mcp/')) return sendRpcFailure(withSecurityHeaders(reply), e);
+      if (req.url.startsWith('/api/') || req.url.startsWith('/webhooks/')) return sendError(withSecurityHeaders(reply), e);
+      return sendBoardError(withSecurityHeaders(reply.header('content-security-policy', BOARD_CSP)), e, undefined);
     },
   });
 
-  app.addHook('onSend', async (_req, reply) => {
-    for (const [k, v] of Object.entries(SECURITY_HEADERS)) {
-      if (!reply.hasHeader(k)) reply.header(k, v);
-    }
-    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
-  });
+  app.addHook('onSend', async (_req, reply) => void withSecurityHeaders(reply));
 
   app.addHook('onResponse', async (req, reply) => {
     deps.log.debug(

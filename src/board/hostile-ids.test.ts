@@ -52,7 +52,7 @@ async function send(method: 'GET' | 'POST', path: string) {
     headers: { cookie, ...(body ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
     body,
   });
-  return { status: res.status, type: res.headers.get('content-type') ?? '', text: await res.text() };
+  return { status: res.status, type: res.headers.get('content-type') ?? '', csp: res.headers.get('content-security-policy') ?? '', frame: res.headers.get('x-frame-options'), text: await res.text() };
 }
 
 describe('hostile ids on the board', () => {
@@ -64,6 +64,8 @@ describe('hostile ids on the board', () => {
         expect(r.status, `GET ${path.slice(0, 60)}`).toBeGreaterThanOrEqual(400);
         expect(r.status, `GET ${path.slice(0, 60)}`).toBeLessThan(500);
         expect(r.type).toMatch(/^text\/html/);
+        expect(r.csp).toContain("frame-ancestors 'none'");
+        expect(r.frame).toBe('DENY');
       }
     });
     it(`POST routes answer ${label} with a 4xx page`, async () => {
@@ -72,7 +74,22 @@ describe('hostile ids on the board', () => {
         expect(r.status, `POST ${path.slice(0, 60)}`).toBeGreaterThanOrEqual(400);
         expect(r.status, `POST ${path.slice(0, 60)}`).toBeLessThan(500);
         expect(r.type).toMatch(/^text\/html/);
+        expect(r.csp).toContain("frame-ancestors 'none'");
+        expect(r.frame).toBe('DENY');
       }
     });
   }
+});
+
+describe('a URL fastify cannot decode, outside the board', () => {
+  it('the API answers its JSON envelope, MCP a JSON-RPC error, both 400 with the security headers', async () => {
+    const api = await fetch(`${app.url}/api/v1/endpoints/%E0%A4%A`);
+    expect(api.status).toBe(400);
+    expect(api.headers.get('x-frame-options')).toBe('DENY');
+    expect(await api.json()).toMatchObject({ code: 'invalid_argument', field: 'path' });
+    const mcp = await fetch(`${app.url}/mcp/%E0%A4%A`, { method: 'POST' });
+    expect(mcp.status).toBe(400);
+    expect(mcp.headers.get('x-frame-options')).toBe('DENY');
+    expect(await mcp.json()).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32000 } });
+  });
 });
