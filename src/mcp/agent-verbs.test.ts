@@ -2,6 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
+import { push as pushVia, vend as vendVia, type Vended } from '../../test/support/fixtures.ts';
 import type { App } from '../app.ts';
 import type { ManualClock } from '../lib/clock.ts';
 import { retryBackoffSeconds } from '../domain/lifecycle.ts';
@@ -27,23 +28,11 @@ afterAll(async () => {
   await db.drop();
 });
 
-interface Vended {
-  slug: string;
-  token: string;
-  mcp_url: string;
-}
-
-async function vend(body: Record<string, unknown> = {}): Promise<Vended> {
-  const r = await api('POST', '/api/v1/endpoints', { name: 'agent', queues: ['reviews', 'inbox'], ...body });
-  expect(r.status).toBe(201);
-  return r.json;
-}
+const vend = (body: Record<string, unknown> = {}): Promise<Vended> => vendVia(api, { name: 'agent', queues: ['reviews', 'inbox'], ...body });
 
 async function push(e: Vended, title: string, queue = 'reviews'): Promise<string> {
   app.clock.advance(1000);
-  const r = await api('POST', `/api/v1/endpoints/${e.slug}/todos`, { title, queue, payload: { title } });
-  expect(r.status).toBe(201);
-  return r.json.id;
+  return (await pushVia(api, e, { title, queue, payload: { title } })).id;
 }
 
 async function connect(e: Vended, name = 'claude-code'): Promise<Client> {

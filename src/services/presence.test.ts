@@ -1,6 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
+import { push as pushVia, vend as vendVia } from '../../test/support/fixtures.ts';
 import type { App } from '../app.ts';
 import { ManualClock } from '../lib/clock.ts';
 import { createLogger } from '../lib/log.ts';
@@ -33,16 +34,10 @@ afterAll(async () => {
 
 async function vend(body: Record<string, unknown> = {}): Promise<Vended> {
   app.clock.advance(1000);
-  const r = await api('POST', '/api/v1/endpoints', { name: 'agent', queues: ['reviews', 'inbox'], ...body });
-  expect(r.status).toBe(201);
-  return r.json;
+  return vendVia(api, { name: 'agent', queues: ['reviews', 'inbox'], ...body });
 }
 
-async function push(e: Vended, title: string, queue = 'reviews'): Promise<string> {
-  const r = await api('POST', `/api/v1/endpoints/${e.slug}/todos`, { title, queue });
-  expect(r.status).toBe(201);
-  return r.json.id;
-}
+const push = async (e: Vended, title: string, queue = 'reviews'): Promise<string> => (await pushVia(api, e, { title, queue })).id;
 
 const settleLonger = () => settle(200);
 

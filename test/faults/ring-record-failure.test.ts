@@ -7,6 +7,7 @@ import type { ManualClock } from '../../src/lib/clock.ts';
 import { createLogger } from '../../src/lib/log.ts';
 import { connectAgent, until, type Agent, type Vended } from '../support/agents.ts';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../support/app.ts';
+import { push as pushVia } from '../support/fixtures.ts';
 
 /**
  * Fault: the ring record cannot be written. The doorbell goes out first and its record is
@@ -49,11 +50,7 @@ async function ringRecordErrors(): Promise<number> {
   return Number(m![1]);
 }
 
-async function push(e: Vended, title: string): Promise<string> {
-  const r = await api('POST', `/api/v1/endpoints/${e.slug}/todos`, { title });
-  expect(r.status).toBe(201);
-  return r.json.id;
-}
+const push = async (e: Vended, title: string): Promise<string> => (await pushVia(api, e, { title })).id;
 
 /** Pushes a todo and returns the ring id of the doorbell the agent heard for it. */
 async function pushAndHear(e: Vended, agent: Agent, title: string): Promise<{ todoId: string; ringId: string }> {

@@ -2,6 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../../test/support/app.ts';
+import { push as pushVia, vend as vendVia } from '../../../test/support/fixtures.ts';
 import type { App } from '../../app.ts';
 import { ManualClock } from '../../lib/clock.ts';
 import { createLogger } from '../../lib/log.ts';
@@ -34,17 +35,9 @@ afterAll(async () => {
 });
 
 
-async function vend(queues = ['reviews']): Promise<Vended> {
-  const r = await api('POST', '/api/v1/endpoints', { name: 'agent', queues });
-  expect(r.status).toBe(201);
-  return r.json;
-}
+const vend = (queues = ['reviews']): Promise<Vended> => vendVia(api, { name: 'agent', queues });
 
-async function push(e: Vended, title: string, via = api): Promise<string> {
-  const r = await via('POST', `/api/v1/endpoints/${e.slug}/todos`, { title });
-  expect(r.status).toBe(201);
-  return r.json.id;
-}
+const push = async (e: Vended, title: string, via = api): Promise<string> => (await pushVia(via, e, { title })).id;
 
 
 /** An SDK client whose doorbells land in `heard`; resolves once its stream is open on `on`. */
