@@ -5,6 +5,7 @@ import { ManualClock } from '../src/lib/clock.ts';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/lib/log.ts';
 import { apiCaller, humanWithToken, migratedDatabase } from './support/app.ts';
+import { push, vend } from './support/fixtures.ts';
 
 let db: Awaited<ReturnType<typeof migratedDatabase>>;
 let app: App;
@@ -30,9 +31,9 @@ describe('logs', () => {
   it('never carry a personal token or an endpoint credential, even at debug level and on failures', async () => {
     const human = await humanWithToken(db.sql);
     const call = apiCaller(app.url, human.token);
-    const vend = await call('POST', '/api/v1/endpoints', { name: 'bot' });
-    const credential: string = vend.json.token;
-    await call('POST', `/api/v1/endpoints/${vend.json.slug}/todos`, { title: 'x' });
+    const e = await vend(call, { name: 'bot' });
+    const credential: string = e.token;
+    await push(call, e, { title: 'x' });
     await apiCaller(app.url, credential)('GET', '/api/v1/endpoints');
     await apiCaller(app.url, 'sbp_not-a-real-token')('GET', '/api/v1/endpoints');
     await call('POST', '/api/v1/endpoints', '{"broken');

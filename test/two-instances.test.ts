@@ -4,6 +4,7 @@ import { listMigrations } from '../src/db/migrate.ts';
 import { connect, type Sql } from '../src/db/connect.ts';
 import { apiCaller, humanWithToken, startTestApp } from './support/app.ts';
 import { createTestDatabase, type TestDatabase } from './support/database.ts';
+import { push, vend } from './support/fixtures.ts';
 
 let db: TestDatabase;
 let sql: Sql;
@@ -33,14 +34,12 @@ describe('two instances on one database', () => {
     const human = await humanWithToken(sql);
     const viaA = apiCaller(a.url, human.token);
     const viaB = apiCaller(b.url, human.token);
-    const vend = await viaA('POST', '/api/v1/endpoints', { name: 'shared', queues: ['reviews'] });
-    expect(vend.status).toBe(201);
-    const push = await viaA('POST', `/api/v1/endpoints/${vend.json.slug}/todos`, { title: 'Review PR 12', payload: { pr: 12 } });
-    expect(push.status).toBe(201);
-    const list = await viaB('GET', `/api/v1/endpoints/${vend.json.slug}/todos`);
-    expect(list.json.todos.map((t: { id: string }) => t.id)).toEqual([push.json.id]);
-    const revoke = await viaB('POST', `/api/v1/endpoints/${vend.json.slug}/revoke`);
+    const e = await vend(viaA, { name: 'shared', queues: ['reviews'] });
+    const pushed = await push(viaA, e, { title: 'Review PR 12', payload: { pr: 12 } });
+    const list = await viaB('GET', `/api/v1/endpoints/${e.slug}/todos`);
+    expect(list.json.todos.map((t: { id: string }) => t.id)).toEqual([pushed.id]);
+    const revoke = await viaB('POST', `/api/v1/endpoints/${e.slug}/revoke`);
     expect(revoke.status).toBe(200);
-    expect((await viaA('POST', `/api/v1/endpoints/${vend.json.slug}/revoke`)).status).toBe(409);
+    expect((await viaA('POST', `/api/v1/endpoints/${e.slug}/revoke`)).status).toBe(409);
   });
 });

@@ -3,6 +3,7 @@ import { startThrowawayCluster, type RunningCluster } from '../support/throwaway
 import { connect, type Sql } from '../../src/db/connect.ts';
 import { migrate } from '../../src/db/migrate.ts';
 import { apiCaller, humanWithToken } from '../support/app.ts';
+import { push, vend } from '../support/fixtures.ts';
 import { connectRemoteAgent, spawnServe, stopAllServes, waitFor, type RemoteAgent, type ServeProcess } from '../support/processes.ts';
 
 /**
@@ -40,15 +41,9 @@ describe('kill -9 of a serve process holding claimed todos', () => {
   it('the leases expire, an agent on the second instance claims them again, and each todo is done exactly once', async () => {
     const human = await humanWithToken(sql);
     const viaA = apiCaller(a.url, human.token);
-    const vend = await viaA('POST', '/api/v1/endpoints', { name: 'worker', queues: ['jobs'] });
-    expect(vend.status).toBe(201);
-    const { slug, token, mcp_url: mcpUrl } = vend.json as { slug: string; token: string; mcp_url: string };
+    const { slug, token, mcp_url: mcpUrl } = await vend(viaA, { name: 'worker', queues: ['jobs'] });
     const ids: string[] = [];
-    for (let i = 0; i < TODOS; i++) {
-      const r = await viaA('POST', `/api/v1/endpoints/${slug}/todos`, { title: `job ${i}`, payload: { n: i } });
-      expect(r.status).toBe(201);
-      ids.push(r.json.id);
-    }
+    for (let i = 0; i < TODOS; i++) ids.push((await push(viaA, slug, { title: `job ${i}`, payload: { n: i } })).id);
 
     // The agent on A takes five todos under short fenced leases, then its server dies mid-work.
     const onA = await connectRemoteAgent(mcpUrl, token, a.url);

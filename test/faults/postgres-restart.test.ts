@@ -8,6 +8,7 @@ import { migrate } from '../../src/db/migrate.ts';
 import { createLogger } from '../../src/lib/log.ts';
 import { createToken } from '../../src/store/humans.ts';
 import { apiCaller, humanWithToken } from '../support/app.ts';
+import { vend as vendVia } from '../support/fixtures.ts';
 import {
   connectRemoteAgent,
   restartCluster,
@@ -82,11 +83,7 @@ const hears = (agent: RemoteAgent, todoId: string) => agent.heard.some((n) => n.
 async function fixture(label: string) {
   const human = await humanWithToken(sql);
   const api = apiCaller(a.url, human.token);
-  const vend = async (name: string): Promise<Vended> => {
-    const r = await api('POST', '/api/v1/endpoints', { name: `${label}-${name}`, queues: ['jobs'] });
-    expect(r.status).toBe(201);
-    return r.json;
-  };
+  const vend = (name: string): Promise<Vended> => vendVia(api, { name: `${label}-${name}`, queues: ['jobs'] });
   /** An SDK agent of `e` on `app`, once its notification stream is open there. */
   const agentOn = async (app: App, e: Vended) => {
     const agent = await connectRemoteAgent(e.mcp_url, e.token, app.url);

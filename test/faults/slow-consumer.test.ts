@@ -7,6 +7,7 @@ import { DOORBELL_BUFFER } from '../../src/services/doorbell/doorbell.ts';
 import { createToken } from '../../src/store/humans.ts';
 import { humanWithToken } from '../support/app.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { apiCaller, vend as vendVia } from '../support/fixtures.ts';
 import { connectRemoteAgent, sleep, spawnServe, stopAllServes, waitFor, type RemoteAgent, type ServeProcess } from '../support/processes.ts';
 
 /**
@@ -100,15 +101,7 @@ async function slowConsumer(slug: string, token: string): Promise<{ sessionId: s
 describe('a slow consumer that opens a stream and never reads', () => {
   it('gets at most its buffer of doorbells once its socket is full, while memory stays flat and other sessions hear theirs promptly', async () => {
     const human = await humanWithToken(sql);
-    const vend = async (name: string) => {
-      const r = await fetch(`${serve.url}/api/v1/endpoints`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${human.token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ name, queues: ['work'] }),
-      });
-      expect(r.status).toBe(201);
-      return (await r.json()) as { id: string; slug: string; token: string; mcp_url: string };
-    };
+    const vend = (name: string) => vendVia(apiCaller(serve.url, human.token), { name, queues: ['work'] });
     const slow = await vend('slow');
     const fine = await vend('fine');
     // The write limit is 5/s (burst 20) per token: a wave spreads over many tokens.
