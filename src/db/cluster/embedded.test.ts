@@ -1,23 +1,30 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import postgres from 'postgres';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startThrowawayCluster, type RunningCluster } from '../../../test/support/throwaway-cluster.ts';
+import { describe, expect, it } from 'vitest';
+import type { RunningCluster } from './types.ts';
 import { findRunningEmbeddedCluster, startEmbeddedCluster } from './embedded.ts';
+import {
+  cleanups,
+  postmasterPid,
+  quiet,
+  running,
+  track,
+  useClusterCleanups,
+  waitFor,
+  withSql,
+} from '../../../test/support/cluster-checks.ts';
+
+// The persistent embedded cluster behind `switchboard serve`.
+
+useClusterCleanups();
 
 const clusterModuleUrl = pathToFileURL(fileURLToPath(new URL('./embedded.ts', import.meta.url))).href;
 const projectRoot = fileURLToPath(new URL('../../..', import.meta.url));
 const isRoot = process.getuid?.() === 0;
-const quiet = (): void => undefined;
-
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
-});
 
 async function tempDataDir(): Promise<string> {
   const parent = await fs.mkdtemp(path.join(os.tmpdir(), 'sbembed-'));
@@ -29,37 +36,6 @@ async function tempDataDir(): Promise<string> {
     await fs.rm(parent, { recursive: true, force: true });
   });
   return dataDir;
-}
-
-function track(cluster: RunningCluster): RunningCluster {
-  cleanups.push(() => cluster.stop());
-  return cluster;
-}
-
-async function withSql<T>(url: string, fn: (sql: postgres.Sql) => Promise<T>): Promise<T> {
-  const sql = postgres(url, { max: 1, onnotice: quiet, connect_timeout: 5 });
-  try {
-    return await fn(sql);
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
-}
-
-function postmasterPid(pgData: string): number | undefined {
-  try {
-    return Number(readFileSync(path.join(pgData, 'postmaster.pid'), 'utf8').split('\n')[0]);
-  } catch {
-    return undefined;
-  }
-}
-
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
 }
 
 /** Last-resort cleanup so a failing test never leaves a server running. */
@@ -78,14 +54,6 @@ async function serverProcesses(pgData: string): Promise<number[]> {
     if (cwd === real && running(Number(entry))) pids.push(Number(entry));
   }
   return pids;
-}
-
-async function waitFor(condition: () => Promise<boolean> | boolean, what: string, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 interface Owner {
@@ -127,20 +95,6 @@ async function spawnOwner(dataDir: string): Promise<Owner> {
   if (child.pid === undefined) throw new Error('owner process has no PID');
   return { child, pid: child.pid, url, exited };
 }
-
-describe('startThrowawayCluster', () => {
-  it('answers queries and stop() removes its directory', async () => {
-    const cluster = track(await startThrowawayCluster());
-    expect(path.basename(cluster.dataDir)).toMatch(/^sbpg-/);
-    const [row] = await withSql(cluster.url, (sql) => sql`select 1 as one`);
-    expect(row?.['one']).toBe(1);
-
-    const pid = postmasterPid(cluster.pgData);
-    await cluster.stop();
-    expect(existsSync(cluster.dataDir)).toBe(false);
-    if (pid) await waitFor(() => !running(pid), 'throwaway server to exit');
-  });
-});
 
 describe('startEmbeddedCluster', () => {
   it('initializes on first start, keeps data across stop and start, requires the password', async () => {
