@@ -64,8 +64,8 @@ export function fromFastifyError(err: unknown): SwitchboardError | null {
 }
 
 /**
- * classify() for a surface (fastify's errors recognised), and the one logging rule with it: an internal error is logged
- * with its cause at error level, an unreachable database at warn; the caller's own refusals are not logged.
+ * classify() with fastify's errors recognised, and the one logging rule: an internal error is
+ * logged with its cause at error level, an unreachable database at warn, a refusal not at all.
  */
 export function classifyAndLog(err: unknown, log: Logger, context: Record<string, unknown>, what: string, recognise: Recognise = fromFastifyError): SwitchboardError {
   const e = classify(err, recognise);
