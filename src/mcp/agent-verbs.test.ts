@@ -1,32 +1,17 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
-import { push as pushVia, vend as vendVia, type Vended } from '../../test/support/fixtures.ts';
-import type { App } from '../app.ts';
-import type { ManualClock } from '../lib/clock.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { push as pushVia, vend as vendVia, withApp, type Api, type TestApp, type TestDb, type Vended } from '../../test/support/fixtures.ts';
 import { retryBackoffSeconds } from '../domain/lifecycle.ts';
 
 /** The agent verbs end to end: the MCP SDK's own Client over real HTTP against the real server. */
 
-let db: Awaited<ReturnType<typeof migratedDatabase>>;
-let app: App & { clock: ManualClock };
-let api: ReturnType<typeof apiCaller>;
-const clients: Client[] = [];
-
-beforeAll(async () => {
-  db = await migratedDatabase();
-  app = await startTestApp(db.url);
-  api = apiCaller(app.url, (await humanWithToken(db.sql)).token);
-});
-beforeEach(() => {
-  app.clock.advance(60_000); // refill rate-limit buckets
-});
-afterAll(async () => {
-  await Promise.all(clients.map((c) => c.close().catch(() => {})));
-  await app.stop();
-  await db.drop();
-});
+const fixture = withApp({ refillMs: 60_000 }); // refill rate-limit buckets before each test
+let db: TestDb;
+let app: TestApp;
+let api: Api;
+const clients = fixture.clients;
+beforeAll(() => void ({ db, app, api } = fixture));
 
 const vend = (body: Record<string, unknown> = {}): Promise<Vended> => vendVia(api, { name: 'agent', queues: ['reviews', 'inbox'], ...body });
 

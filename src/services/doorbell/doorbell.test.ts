@@ -1,8 +1,7 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Writable } from 'node:stream';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../../test/support/app.ts';
-import { push as pushVia, vend as vendVia } from '../../../test/support/fixtures.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp } from '../../../test/support/app.ts';
+import { push as pushVia, vend as vendVia, withApp, type Api, type TestApp, type TestDb } from '../../../test/support/fixtures.ts';
 import type { App } from '../../app.ts';
 import { ManualClock } from '../../lib/clock.ts';
 import { createLogger } from '../../lib/log.ts';
@@ -17,22 +16,12 @@ import { connectAgent, settle, until, type Vended } from '../../../test/support/
 /** Doorbells end to end: SDK clients with open streams, a real server, time moved by hand. */
 
 
-let db: Awaited<ReturnType<typeof migratedDatabase>>;
-let app: App & { clock: ManualClock };
-let api: ReturnType<typeof apiCaller>;
-const clients: Client[] = [];
-
-beforeAll(async () => {
-  db = await migratedDatabase();
-  app = await startTestApp(db.url);
-  api = apiCaller(app.url, (await humanWithToken(db.sql)).token);
-});
-beforeEach(() => void app.clock.advance(60_000));
-afterAll(async () => {
-  await Promise.all(clients.map((c) => c.close().catch(() => {})));
-  await app.stop();
-  await db.drop();
-});
+const fixture = withApp({ refillMs: 60_000 });
+let db: TestDb;
+let app: TestApp;
+let api: Api;
+const clients = fixture.clients;
+beforeAll(() => void ({ db, app, api } = fixture));
 
 
 const vend = (queues = ['reviews']): Promise<Vended> => vendVia(api, { name: 'agent', queues });
