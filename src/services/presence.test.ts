@@ -1,7 +1,6 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
-import { push as pushVia, vend as vendVia } from '../../test/support/fixtures.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { apiCaller, humanWithToken, startTestApp } from '../../test/support/app.ts';
+import { push as pushVia, vend as vendVia, withApp, type Api, type TestDb } from '../../test/support/fixtures.ts';
 import type { App } from '../app.ts';
 import { ManualClock } from '../lib/clock.ts';
 import { createLogger } from '../lib/log.ts';
@@ -14,22 +13,13 @@ import { connectAgent, settle, until, type Agent, type Vended } from '../../test
 type TestApp = App & { clock: ManualClock };
 
 const MONDAY_0800 = '2026-09-21T08:00:00Z';
-let db: Awaited<ReturnType<typeof migratedDatabase>>;
+const fixture = withApp({ clock: new ManualClock(MONDAY_0800) });
+let db: TestDb;
 let app: TestApp;
-let api: ReturnType<typeof apiCaller>;
-const clients: Client[] = [];
+let api: Api;
+const clients = fixture.clients;
 const agent = (e: Vended, on: App = app, name = 'claude-code'): Promise<Agent> => connectAgent(on, e, { name, track: clients });
-
-beforeAll(async () => {
-  db = await migratedDatabase();
-  app = await startTestApp(db.url, new ManualClock(MONDAY_0800));
-  api = apiCaller(app.url, (await humanWithToken(db.sql)).token);
-});
-afterAll(async () => {
-  await Promise.all(clients.map((c) => c.close().catch(() => {})));
-  await app.stop();
-  await db.drop();
-});
+beforeAll(() => void ({ db, app, api } = fixture));
 
 
 async function vend(body: Record<string, unknown> = {}): Promise<Vended> {
