@@ -9,9 +9,8 @@
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { ManualClock } from '../src/lib/clock.ts';
-import { PresenceService, inputsOf } from '../src/services/presence.ts';
+import { newStandalonePresence, inputsOf } from '../src/services/presence.ts';
 import { createLogger } from '../src/lib/log.ts';
-import { SessionRegistry } from '../src/sessions/registry.ts';
 import { effective, parseShift } from '../src/domain/presence/index.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { presenceWatchlistUnscoped } from '../src/store/presence.ts';
@@ -48,9 +47,7 @@ async function main(): Promise<void> {
     const perCallUs = ((performance.now() - t0) * 1000) / calls;
 
     const clock = new ManualClock('2026-10-26T03:00:00Z');
-    const presence = new PresenceService(sql, clock, createLogger('silent'), new SessionRegistry(clock), () => {
-      throw new Error('no doorbell in this bench');
-    });
+    const presence = newStandalonePresence({ sql: sql, clock, log: createLogger('silent') });
     await presence.evaluate(); // settle presence_seen once
     t0 = performance.now();
     await sql`select id, shift from endpoints where state = 'active' and shift is not null`;

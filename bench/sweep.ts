@@ -11,9 +11,8 @@
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { ManualClock } from '../src/lib/clock.ts';
-import { PresenceService } from '../src/services/presence.ts';
+import { newStandalonePresence } from '../src/services/presence.ts';
 import { createLogger } from '../src/lib/log.ts';
-import { SessionRegistry } from '../src/sessions/registry.ts';
 import { chargeDueRingsUnscoped } from '../src/store/todos/index.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { capturingPool, explainAnalyze, pgbenchInsertRate, printPlan, summarize, withBenchDatabase } from './lib.ts';
@@ -61,9 +60,7 @@ async function main(): Promise<void> {
 
     const clock = new ManualClock('2026-10-26T07:00:00Z');
     const passPool = capturingPool(cluster.url);
-    const presence = new PresenceService(passPool.sql, clock, createLogger('silent'), new SessionRegistry(clock), () => {
-      throw new Error('no doorbell in this bench');
-    });
+    const presence = newStandalonePresence({ sql: passPool.sql, clock, log: createLogger('silent') });
     await presence.evaluate();
     clock.set('2026-10-26T08:00:00Z'); // 09:00 in Berlin: half the endpoints come in
     passPool.statements.length = 0;

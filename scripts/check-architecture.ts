@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 /** Which layer a source file (path relative to src/, '/' separators) belongs to. */
 export function layerOf(rel: string): string {
   const top = rel.split('/')[0] ?? '';
-  if (rel === 'app.ts' || rel === 'server.ts') return 'root';
+  if (rel === 'app.ts' || rel === 'compose.ts' || rel === 'server.ts') return 'root';
   if (rel === 'config.ts') return 'config';
   if (['domain', 'lib', 'store', 'db', 'sessions', 'services', 'web'].includes(top)) return top;
   if (['api', 'ingest-http', 'mcp', 'board', 'cli'].includes(top)) return 'surface';

@@ -2,22 +2,11 @@ import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { SwitchboardError } from './domain/errors.ts';
 import { registerMcp, sendRpcFailure } from './mcp/transport.ts';
 import { registerIngest } from './ingest-http/routes.ts';
-import type { Metrics } from './lib/metrics.ts';
-import type { OidcLogin } from './board/oidc.ts';
 import { BOARD_CSP, registerBoard } from './board/plugin.ts';
 import { constantTimeEqual } from './lib/secrets.ts';
-import type { EndpointCredentials } from './services/endpoint-credentials.ts';
-import type { Session, SessionRegistry } from './sessions/registry.ts';
-import type { AgentServices } from './mcp/tools/index.ts';
-import type { BoardReads } from './services/board-reads.ts';
-import type { EndpointService } from './services/endpoints.ts';
-import type { Humans } from './services/humans.ts';
 import type { HealthView } from './api/wire.ts';
-import type { IngestService } from './services/ingest.ts';
-import type { OperatorPresence } from './services/presence-operator.ts';
-import type { TodoService } from './services/todos.ts';
 import { pingDatabase } from './store/health.ts';
-import type { Sql } from './db/connect.ts';
+import type { Services } from './compose.ts';
 import type { BucketPolicy } from './lib/rate-limit.ts';
 import { VERSION } from './lib/version.ts';
 import { API_BODY_LIMIT, registerApi } from './api/plugin.ts';
@@ -25,32 +14,17 @@ import { bearerToken } from './web/bearer.ts';
 import { classifyAndLog, sendError } from './web/errors.ts';
 import { sendBoardError } from './board/error-page.ts';
 
-export interface ServerDeps extends AgentServices {
-  /** For the health check only; everything else reaches the database through a service. */
-  sql: Sql;
-  humans: Humans;
+/** What the HTTP side needs besides the services. */
+export interface WebOptions {
+  /** The public base URL; a function because a test server learns its port only after listening. */
   baseUrl: () => string;
-  sessions: SessionRegistry;
-  credentials: EndpointCredentials;
-  metrics: Metrics;
   /** The scrape credential; undefined keeps /metrics closed. */
   metricsToken: string | undefined;
-  /** Instance-local session counts for an endpoint (the API lists them). */
-  sessionCounts: (endpointId: string) => { sessions: number; unheard_sessions: number };
-  endpoints: EndpointService;
-  todos: TodoService;
-  operatorPresence: OperatorPresence;
-  ingest: IngestService;
-  boardReads: BoardReads;
   /** Hostnames the MCP routes accept in Host when listening on loopback (DNS-rebinding guard). */
   allowedHosts?: readonly string[];
   mcpLimits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
   /** Overrides the per-IP webhook ingest limit (benchmarks lift it). */
   ingestLimit?: BucketPolicy;
-  /** The board's deaf-consumer warning: whether a session's recent doorbell writes all failed. */
-  isDeaf?: (session: Session) => boolean;
-  /** Board sign-in through an OpenID Connect provider, when configured. */
-  oidc?: OidcLogin | null;
 }
 
 const SECURITY_HEADERS: Record<string, string> = {
@@ -70,7 +44,14 @@ function withSecurityHeaders(reply: FastifyReply): FastifyReply {
   return reply;
 }
 
-export function buildServer(deps: ServerDeps): FastifyInstance {
+/** The fastify instance with every surface mounted on the instance's services. */
+export function buildServer(s: Services, web: WebOptions): FastifyInstance {
+  const { sql, clock, log } = s.base;
+  /** This instance's sessions of an endpoint, and how many of them are unheard. */
+  const sessionCounts = (endpointId: string) => {
+    const of = s.sessions.sessionsOf(endpointId);
+    return { sessions: of.length, unheard_sessions: of.filter((x) => x.unheard).length };
+  };
   const app = Fastify({
     // Our own request log (below) names the route pattern, never the raw URL or headers.
     logger: false,
@@ -79,7 +60,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     // Refusals before routing (bad percent-encoding, an over-long segment) in the wire of the path's surface.
     // These replies skip the hooks, so they get the security headers here.
     frameworkErrors: (err, req, raw) => {
-      const e = classifyAndLog(err, deps.log, { method: req.method }, 'request');
+      const e = classifyAndLog(err, log, { method: req.method }, 'request');
       const reply = raw as FastifyReply;
       if (req.url.startsWith('/mcp/')) return sendRpcFailure(withSecurityHeaders(reply), e);
       if (req.url.startsWith('/api/') || req.url.startsWith('/webhooks/')) return sendError(withSecurityHeaders(reply), e);
@@ -90,23 +71,23 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
   app.addHook('onSend', async (_req, reply) => void withSecurityHeaders(reply));
 
   app.addHook('onResponse', async (req, reply) => {
-    deps.log.debug(
+    log.debug(
       { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: reply.statusCode, ms: Math.round(reply.elapsedTime) },
       'http request',
     );
   });
 
   app.setErrorHandler(async (err, req, reply) =>
-    sendError(reply, classifyAndLog(err, deps.log, { method: req.method, route: req.routeOptions.url }, 'request')),
+    sendError(reply, classifyAndLog(err, log, { method: req.method, route: req.routeOptions.url }, 'request')),
   );
 
   app.setNotFoundHandler(async (_req, reply) => sendError(reply, new SwitchboardError('not_found', 'no such route')));
 
   app.get('/healthz', async (req, reply) => {
     try {
-      await pingDatabase(deps.sql);
+      await pingDatabase(sql);
     } catch (err) {
-      deps.log.warn({ err: (err as Error).message }, 'health check: database unreachable');
+      log.warn({ err: (err as Error).message }, 'health check: database unreachable');
       return reply.code(503).type('text/plain; charset=utf-8').send('db down\n');
     }
     if (prefersJson(req.headers.accept)) return reply.send({ status: 'ok', version: VERSION } satisfies HealthView);
@@ -116,53 +97,53 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
   // Prometheus scrape: its own bearer credential; every refusal is the same empty 401.
   app.get('/metrics', async (req, reply) => {
     const presented = bearerToken(req);
-    if (!deps.metricsToken || !presented || !constantTimeEqual(presented, deps.metricsToken)) {
+    if (!web.metricsToken || !presented || !constantTimeEqual(presented, web.metricsToken)) {
       return reply.code(401).header('www-authenticate', 'Bearer realm="switchboard-metrics"').send('');
     }
-    return reply.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
+    return reply.type(s.metrics.registry.contentType).send(await s.metrics.registry.metrics());
   });
 
   registerApi(app, {
-    humans: deps.humans,
-    clock: deps.clock,
-    baseUrl: deps.baseUrl,
-    endpoints: deps.endpoints,
-    todos: deps.todos,
-    operatorPresence: deps.operatorPresence,
-    selfTests: deps.selfTests,
-    webhooks: deps.webhooks,
-    hooks: deps.hooks,
-    sessionCounts: deps.sessionCounts,
+    humans: s.humans,
+    clock,
+    baseUrl: web.baseUrl,
+    endpoints: s.endpoints,
+    todos: s.todos,
+    operatorPresence: s.operatorPresence,
+    selfTests: s.selfTests,
+    webhooks: s.webhooks,
+    hooks: s.hooks,
+    sessionCounts: sessionCounts,
   });
-  registerIngest(app, { clock: deps.clock, ingest: deps.ingest, limit: deps.ingestLimit });
+  registerIngest(app, { clock: clock, ingest: s.ingest, limit: web.ingestLimit });
   registerBoard(app, {
-    humans: deps.humans,
-    clock: deps.clock,
-    log: deps.log,
-    baseUrl: deps.baseUrl,
-    sessions: deps.sessions,
-    endpoints: deps.endpoints,
-    operatorPresence: deps.operatorPresence,
-    reads: deps.boardReads,
-    selfTests: deps.selfTests,
-    webhooks: deps.webhooks,
-    isDeaf: deps.isDeaf,
-    oidc: deps.oidc ?? null,
+    humans: s.humans,
+    clock,
+    log,
+    baseUrl: web.baseUrl,
+    sessions: s.sessions,
+    endpoints: s.endpoints,
+    operatorPresence: s.operatorPresence,
+    reads: s.boardReads,
+    selfTests: s.selfTests,
+    webhooks: s.webhooks,
+    isDeaf: (session) => s.doorbell.isDeaf(session),
+    oidc: s.oidc,
   });
   registerMcp(app, {
-    clock: deps.clock,
-    todoWork: deps.todoWork,
-    agentPresence: deps.agentPresence,
-    log: deps.log,
-    sessions: deps.sessions,
-    credentials: deps.credentials,
-    presence: deps.presence,
-    acks: deps.acks,
-    selfTests: deps.selfTests,
-    webhooks: deps.webhooks,
-    hooks: deps.hooks,
-    allowedHosts: deps.allowedHosts,
-    limits: deps.mcpLimits,
+    clock,
+    todoWork: s.todoWork,
+    agentPresence: s.agentPresence,
+    log,
+    sessions: s.sessions,
+    credentials: s.credentials,
+    presence: s.presence,
+    acks: s.acks,
+    selfTests: s.selfTests,
+    webhooks: s.webhooks,
+    hooks: s.hooks,
+    allowedHosts: web.allowedHosts,
+    limits: web.mcpLimits,
   });
   return app;
 }

@@ -1,3 +1,4 @@
+import type { ServiceBase } from './base.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { Sql } from '../db/connect.ts';
 import { ENDPOINT_CREDENTIAL_PREFIX, hashSecret } from '../lib/secrets.ts';
@@ -16,11 +17,15 @@ export const CREDENTIAL_CACHE_MS = 10_000;
 export class EndpointCredentials {
   readonly #cache = new Map<string, { endpoint: Endpoint; until: number }>();
 
+  private readonly sql: Sql;
+  private readonly clock: Clock;
+
   constructor(
-    private readonly sql: Sql,
-    private readonly clock: Clock,
+    base: Pick<ServiceBase, 'sql' | 'clock'>,
     private readonly ttlMs = CREDENTIAL_CACHE_MS,
-  ) {}
+  ) {
+    ({ sql: this.sql, clock: this.clock } = base);
+  }
 
   /** The endpoint whose credential this is, only if it is active and `slug` is its URL. */
   async resolve(presented: string, slug: string): Promise<Endpoint | null> {

@@ -1,3 +1,4 @@
+import type { ServiceBase } from './base.ts';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
@@ -55,16 +56,19 @@ export class NotifyHooks {
   #stopped = false;
   readonly #workers: Promise<void>[] = [];
 
+  private readonly sql: Sql;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+
   constructor(
-    private readonly sql: Sql,
-    private readonly clock: Clock,
-    private readonly log: Logger,
+    base: ServiceBase,
     private readonly box: SecretBox,
     private readonly metrics: Metrics,
     private readonly opts: NotifyHookOptions,
   ) {
+    ({ sql: this.sql, clock: this.clock, log: this.log } = base);
     const perMinute = opts.perMinute ?? 120;
-    this.#perHook = new RateLimiter({ rate: perMinute / 60, burst: perMinute }, clock);
+    this.#perHook = new RateLimiter({ rate: perMinute / 60, burst: perMinute }, this.clock);
     for (let i = 0; i < (opts.workers ?? 8); i++) this.#workers.push(this.#work());
   }
 
@@ -155,6 +159,19 @@ export class NotifyHooks {
   // Firing. Callers pass only push-eligible todos (never synthetic, never quarantined).
 
   /** A todo became ready (created, or back to pending): one `todo.ready` per matching hook. */
+  /** Fire-and-forget forms for after-commit fan-outs: a failure is logged, never thrown at the caller. */
+  announceTodo(todo: TodoRow, reason: HookReason): void {
+    void this.todoReady(todo, reason).catch((err: unknown) => this.#cannotFire(err));
+  }
+
+  announceBacklog(endpointId: string, reason: string): void {
+    void this.backlog(endpointId, reason).catch((err: unknown) => this.#cannotFire(err));
+  }
+
+  #cannotFire(err: unknown): void {
+    this.log.error({ stage: 'notify hooks', err: (err as Error).message }, 'notify hooks could not fire');
+  }
+
   async todoReady(todo: TodoRow, reason: HookReason): Promise<void> {
     if (todo.synthetic) return;
     const targets = await hookTargets(this.sql, todo.endpoint_id);

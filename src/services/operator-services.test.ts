@@ -2,10 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { humanWithToken, migratedDatabase } from '../../test/support/app.ts';
 import { ManualClock } from '../lib/clock.ts';
 import { createLogger } from '../lib/log.ts';
-import { SessionRegistry } from '../sessions/registry.ts';
 import { EndpointService, mustStillBeActive, type Endpoint } from './endpoints.ts';
 import { OperatorPresence } from './presence-operator.ts';
-import { PresenceService } from './presence.ts';
+import { newStandalonePresence } from './presence.ts';
 import { TodoService, type TodoRow } from './todos.ts';
 
 /** The operator services against a real database, without HTTP: the rules every surface now shares. */
@@ -35,10 +34,7 @@ beforeAll(async () => {
   base = { sql: db.sql, clock, log: createLogger('silent') };
   endpoints = new EndpointService(base, { onRevoked: (id) => revoked.push(id) });
   todos = new TodoService(base, { onTodoReady: (t) => ready.push(t) });
-  const noDoorbell = () => {
-    throw new Error('no doorbell in this test');
-  };
-  presence = new OperatorPresence(base, new PresenceService(db.sql, clock, base.log, new SessionRegistry(clock), noDoorbell));
+  presence = new OperatorPresence(base, newStandalonePresence(base));
   const h = await humanWithToken(db.sql);
   owner = { id: h.id, handle: h.handle, display_name: null, email: null };
   stranger = (await humanWithToken(db.sql)).id;

@@ -2,15 +2,14 @@ import type { Clock } from '../lib/clock.ts';
 import type { ChannelPayloads } from '../store/channels.ts';
 import type { Sql } from '../db/connect.ts';
 import type { Logger } from '../lib/log.ts';
-import type { SessionRegistry } from '../sessions/registry.ts';
-import { effective, parseShift, type EffectivePresence, type Presence, type PresenceInputs, type Shift } from '../domain/presence/index.ts';
+import { SessionRegistry } from '../sessions/registry.ts';
+import { effective, type EffectivePresence, type Presence, type PresenceInputs } from '../domain/presence/index.ts';
 import {
   claimPresenceTransitions,
   clearDeadOverride,
   notifyPresenceWritten,
   presenceWatchlistUnscoped,
   readPresence,
-  readPresenceMany,
   writeOverride,
   writeShift,
   type OverrideColumns,
@@ -21,6 +20,11 @@ import { rfc3339 } from '../domain/time.ts';
 import { digestDoorbell, type DigestReason } from './doorbell/digest.ts';
 import type { Doorbell } from './doorbell/doorbell.ts';
 import { DoorbellGate } from './doorbell/gate.ts';
+import type { ServiceBase } from './base.ts';
+import { inputsOf, PresenceCache } from './presence-cache.ts';
+import type { WakeupHandlers } from './wakeups.ts';
+
+export { inputsOf };
 
 export const PRESENCE_EVALUATOR_INTERVAL_MS = 30_000;
 export const RECONNECT_DIGEST_GATE_MS = 10 * 60_000;
@@ -37,28 +41,6 @@ export interface PresenceView {
   pending: number;
 }
 
-const shiftCache = new Map<string, Shift>();
-/** Stored shifts were validated on write; parsed once per distinct string. */
-function storedShift(text: string | null): Shift | null {
-  if (!text) return null;
-  let s = shiftCache.get(text);
-  if (!s) {
-    s = parseShift(text);
-    shiftCache.set(text, s);
-  }
-  return s;
-}
-
-export function inputsOf(row: Pick<PresenceRow, 'shift' | 'presence_override' | 'override_until' | 'override_set_at' | 'override_by'>): PresenceInputs {
-  return {
-    shift: storedShift(row.shift),
-    override: row.presence_override,
-    overrideUntil: row.override_until,
-    overrideSetAt: row.override_set_at,
-    overrideBy: row.override_by,
-  };
-}
-
 function digestReason(by: string | null): DigestReason {
   if (by === 'agent') return 'clock_in';
   if (by?.startsWith('operator:')) return 'operator';
@@ -72,22 +54,22 @@ function digestReason(by: string | null): DigestReason {
  * the digests sent when an endpoint comes back in. Every decision goes through presence.effective.
  */
 export class PresenceService {
-  readonly #cache = new Map<string, PresenceInputs>();
   readonly #reconnectGate: DoorbellGate;
+  private readonly sql: Sql;
+  private readonly clock: Clock;
+  private readonly log: Logger;
 
   constructor(
-    private readonly sql: Sql,
-    private readonly clock: Clock,
-    private readonly log: Logger,
+    base: ServiceBase,
     private readonly sessions: SessionRegistry,
-    private readonly doorbell: () => Doorbell,
+    private readonly cache: PresenceCache,
+    /** Sends the digests; null where nothing can be rung (benchmarks, service tests). */
+    private readonly doorbell: Doorbell | null,
     /** Runs on the instance that claimed an endpoint's return to in (the notify hooks' backlog). */
     private readonly onBackIn: (endpointId: string, reason: DigestReason) => void = () => {},
   ) {
-    this.#reconnectGate = new DoorbellGate(clock, RECONNECT_DIGEST_GATE_MS);
-    sessions.on('sessionClosed', (s) => {
-      if (sessions.sessionsOf(s.endpoint.id).length === 0) this.#cache.delete(s.endpoint.id);
-    });
+    ({ sql: this.sql, clock: this.clock, log: this.log } = base);
+    this.#reconnectGate = new DoorbellGate(this.clock, RECONNECT_DIGEST_GATE_MS);
     sessions.on('endpointStreamAttached', (endpointId) => {
       void this.#reconnectDigest(endpointId).catch((err: unknown) =>
         this.log.warn({ endpoint_id: endpointId, err: (err as Error).message }, 'reconnect digest failed'),
@@ -97,20 +79,24 @@ export class PresenceService {
 
   /** The effective presence now of an endpoint with sessions here (unknown endpoints are in). */
   presenceOf(endpointId: string): Presence {
-    const inputs = this.#cache.get(endpointId);
-    return inputs ? effective(inputs, this.clock.now()).presence : 'in';
+    return this.cache.presenceOf(endpointId);
   }
 
-  /** Loads an endpoint's presence inputs into the cache (on session creation, and on a wakeup). */
-  async load(endpointId: string): Promise<void> {
-    const row = await readPresence(this.sql, endpointId);
-    if (row) this.#cache.set(endpointId, inputsOf(row));
+  /** Loads an endpoint's presence inputs into this instance's cache (on session creation). */
+  load(endpointId: string): Promise<void> {
+    return this.cache.load(endpointId);
   }
 
-  /** Re-reads every cached endpoint: the safety net for a missed wakeup. */
-  async refreshCache(): Promise<void> {
-    const rows = await readPresenceMany(this.sql, [...this.#cache.keys()]);
-    for (const row of rows) if (this.#cache.has(row.id)) this.#cache.set(row.id, inputsOf(row));
+  /** What this service does on the endpoint_presence channel. */
+  wakeups(): WakeupHandlers {
+    return {
+      endpoint_presence: {
+        onNotify: (payload) =>
+          void this.onWakeup(payload).catch((err: unknown) => this.log.warn({ err: (err as Error).message }, 'presence wakeup failed')),
+        // Broadcasts may have been missed while disconnected: re-read what we hold.
+        onListen: () => void this.cache.refresh().catch(() => {}),
+      },
+    };
   }
 
   async view(endpointId: string): Promise<PresenceView> {
@@ -184,7 +170,7 @@ export class PresenceService {
         'presence changed',
       );
     }
-    if (!opts.endpointId) await this.refreshCache();
+    if (!opts.endpointId) await this.cache.refresh();
     return claimed.length;
   }
 
@@ -196,7 +182,7 @@ export class PresenceService {
     if (this.sessions.sessionsOf(endpointId).length === 0) return;
     const row = await readPresence(this.sql, endpointId);
     if (!row) return;
-    this.#cache.set(endpointId, inputsOf(row));
+    this.cache.set(endpointId, row);
     if (change === 'in') await this.sendDigest(endpointId, digestReason(row.presence_changed_by));
   }
 
@@ -208,7 +194,8 @@ export class PresenceService {
     const counted = backlog ?? (await pushEligibleBacklog(this.sql, endpointId));
     if (counted.length === 0) return false;
     const now = this.clock.now();
-    const outcome = this.doorbell().deliverDigest(endpointId, (ringId) => digestDoorbell(counted, reason, now, ringId));
+    if (!this.doorbell) return false;
+    const outcome = this.doorbell.deliverDigest(endpointId, (ringId) => digestDoorbell(counted, reason, now, ringId));
     if (!outcome.rung) {
       this.log.info({ endpoint_id: endpointId, reason, pending: counted.length, cause: outcome.reason }, 'digest not delivered');
       return false;
@@ -220,10 +207,16 @@ export class PresenceService {
 
   /** An in endpoint's first open stream here: one reconnect digest, at most every 10 minutes. */
   async #reconnectDigest(endpointId: string): Promise<void> {
-    if (!this.#cache.has(endpointId)) await this.load(endpointId);
+    if (!this.cache.has(endpointId)) await this.cache.load(endpointId);
     if (this.presenceOf(endpointId) !== 'in') return;
     const backlog = await pushEligibleBacklog(this.sql, endpointId);
     if (backlog.length === 0 || !this.#reconnectGate.first(`digest:${endpointId}`)) return;
     await this.sendDigest(endpointId, 'reconnect', backlog);
   }
+}
+
+/** A presence service with no sessions and no doorbell: the evaluator and the writes alone (benchmarks, service tests). */
+export function newStandalonePresence(base: ServiceBase): PresenceService {
+  const sessions = new SessionRegistry(base.clock);
+  return new PresenceService(base, sessions, new PresenceCache(base.sql, base.clock, sessions), null);
 }

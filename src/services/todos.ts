@@ -3,6 +3,7 @@ import {
   TODO_STATES,
   insertEventAndTodo,
   listTodos,
+  queueStatsUnscoped,
   summarizeTodo,
   type EventInput,
   type ListFilter,
@@ -11,8 +12,11 @@ import {
   type TodoState,
   type TodoSummary,
 } from '../store/todos/index.ts';
+import type { QueueStat } from '../lib/metrics.ts';
 import type { ServiceBase } from './base.ts';
 import { requireActive, type Endpoint } from './endpoints.ts';
+import type { Doorbell } from './doorbell/doorbell.ts';
+import type { NotifyHooks } from './notify-hooks.ts';
 
 export { TODO_STATES, summarizeTodo, type TodoRow, type TodoState, type TodoSummary };
 
@@ -40,6 +44,14 @@ export interface PushAuthor {
   email: string | null;
 }
 
+/** Who hears, after commit, of a new push-eligible todo made on this instance. */
+export interface TodoFanOut {
+  doorbell?: Pick<Doorbell, 'ringReady'>;
+  hooks?: Pick<NotifyHooks, 'announceTodo'>;
+  /** Anything else that wants to know (tests). */
+  onTodoReady?: (todo: TodoRow) => void;
+}
+
 const describeAuthor = (h: PushAuthor) => `${h.display_name ?? h.email ?? h.handle} (${h.id})`;
 
 /**
@@ -49,16 +61,20 @@ const describeAuthor = (h: PushAuthor) => `${h.display_name ?? h.email ?? h.hand
  */
 export class TodoService {
   readonly #base: ServiceBase;
-  readonly #onTodoReady: (todo: TodoRow) => void;
+  readonly #fanOut: TodoFanOut;
 
-  constructor(base: ServiceBase, opts: { onTodoReady?: (todo: TodoRow) => void } = {}) {
+  constructor(base: ServiceBase, fanOut: TodoFanOut = {}) {
     this.#base = base;
-    this.#onTodoReady = opts.onTodoReady ?? (() => {});
+    this.#fanOut = fanOut;
   }
 
   async push(event: EventInput, todo: NewTodo, now: Date = this.#base.clock.now()): Promise<Pushed> {
     const { todo: row, created, eventId, pushEligible } = await insertEventAndTodo(this.#base.sql, event, todo, now);
-    if (created && pushEligible) this.#onTodoReady(row);
+    if (created && pushEligible) {
+      this.#fanOut.doorbell?.ringReady(row);
+      this.#fanOut.hooks?.announceTodo(row, 'created');
+      this.#fanOut.onTodoReady?.(row);
+    }
     return { todo: row, created, eventId };
   }
 
@@ -79,6 +95,11 @@ export class TodoService {
       },
       { endpointId: endpoint.id, queue, title, source: 'operator', kind: todoKind(input.kind), payload: todoPayload(input.payload), idempotencyKey: key },
     );
+  }
+
+  /** Pending counts and oldest ages per queue across all tenants, for the metrics gauges. */
+  queueStats(): Promise<QueueStat[]> {
+    return queueStatsUnscoped(this.#base.sql, this.#base.clock.now());
   }
 
   /** Newest first, one endpoint; self-test rows and the reserved queue never show. */

@@ -1,9 +1,11 @@
+import type { ServiceBase } from './base.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { SecretBox } from '../lib/crypto-box.ts';
 import type { Sql } from '../db/connect.ts';
 import { SwitchboardError, forbidden, invalidArgument } from '../domain/errors.ts';
 import { rfc3339 } from '../domain/time.ts';
 import {
+  countSignedWebhooksUnscoped,
   SOURCE_TYPES,
   WEBHOOKS_PER_ENDPOINT_MAX,
   createWebhook,
@@ -32,15 +34,24 @@ export interface WebhookOwner {
  * ingest URL and the signing secret are shown only when minted (create, rotate).
  */
 export class Webhooks {
+  private readonly sql: Sql;
+  private readonly clock: Clock;
+
   constructor(
-    private readonly sql: Sql,
-    private readonly clock: Clock,
+    base: Pick<ServiceBase, 'sql' | 'clock'>,
     private readonly box: SecretBox,
     private readonly baseUrl: () => string,
-  ) {}
+  ) {
+    ({ sql: this.sql, clock: this.clock } = base);
+  }
 
   ingestUrl(token: string): string {
     return `${this.baseUrl()}/webhooks/w/${token}`;
+  }
+
+  /** How many webhooks across all tenants verify signatures (the startup warning about plaintext secrets). */
+  signedCount(): Promise<number> {
+    return countSignedWebhooksUnscoped(this.sql);
   }
 
   view(row: WebhookRow) {

@@ -1,3 +1,4 @@
+import type { ServiceBase } from '../base.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { Sql } from '../../db/connect.ts';
 import type { Logger } from '../../lib/log.ts';
@@ -17,13 +18,17 @@ export class DoorbellAcks {
   /** When each session of this instance last acknowledged anything (a claim or ack_doorbell). */
   readonly #lastAck = new WeakMap<Session, Date>();
 
+  private readonly sql: Sql;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+
   constructor(
-    private readonly sql: Sql,
-    private readonly clock: Clock,
-    private readonly log: Logger,
+    base: ServiceBase,
     private readonly metrics: Metrics,
     private readonly sessions: SessionRegistry,
-  ) {}
+  ) {
+    ({ sql: this.sql, clock: this.clock, log: this.log } = base);
+  }
 
   /**
    * Records a written doorbell. Never awaited by the writer: a failure is logged and counted,

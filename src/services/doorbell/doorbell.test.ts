@@ -154,6 +154,8 @@ describe('heartbeat sweep', () => {
     const agent = await listener(e);
     await until(() => agent.heard.length === 1, 'the reconnect digest');
     expect(agent.heard[0]!.params.meta).toMatchObject({ kind: 'digest', reason: 'reconnect', pending: '1' });
+    // The digest is written to the stream first and marked on its todos just after: wait for the mark.
+    await until(async () => (await db.sql`select 1 from todos where id = ${id} and last_ringed_at is not null`).length === 1, 'the digest mark');
     await sweep();
     expect(await ringAttempts(id)).toBe(0);
     app.clock.advance(5 * 60_000);

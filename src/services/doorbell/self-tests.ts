@@ -1,3 +1,4 @@
+import type { ServiceBase } from '../base.ts';
 import { ulid } from 'ulidx';
 import type { Clock } from '../../lib/clock.ts';
 import type { Sql } from '../../db/connect.ts';
@@ -21,6 +22,7 @@ import { pruneRingsUnscoped } from '../../store/rings.ts';
 import { rfc3339 } from '../../domain/time.ts';
 import { VERSION } from '../../lib/version.ts';
 import type { Doorbell } from './doorbell.ts';
+import type { WakeupHandlers } from '../wakeups.ts';
 
 export const TEST_WAIT_DEFAULT_SECONDS = 60;
 export const TEST_WAIT_MIN_SECONDS = 10;
@@ -85,14 +87,18 @@ export class SelfTests {
   readonly #instanceId = `i_${ulid()}`;
   readonly #timers = new Set<NodeJS.Timeout>();
 
+  private readonly sql: Sql;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+
   constructor(
-    private readonly sql: Sql,
-    private readonly clock: Clock,
-    private readonly log: Logger,
+    base: ServiceBase,
     private readonly sessions: SessionRegistry,
     private readonly doorbell: Doorbell,
     private readonly opts: { ringDelayMs?: number; takeGraceMs?: number } = {},
-  ) {}
+  ) {
+    ({ sql: this.sql, clock: this.clock, log: this.log } = base);
+  }
 
   async start(endpoint: SelfTestEndpoint, waitSecondsRaw: unknown) {
     const waitSeconds = parseWaitSeconds(waitSecondsRaw);
@@ -164,6 +170,15 @@ export class SelfTests {
     const endpointId = await selfTestEndpointUnscoped(this.sql, testId);
     if (!endpointId || this.sessions.sessionsOf(endpointId).length === 0) return;
     await this.#deliverHere(testId);
+  }
+
+  wakeups(): WakeupHandlers {
+    return {
+      doorbell_test: {
+        onNotify: ({ testId }) =>
+          void this.onWakeup(testId).catch((err: unknown) => this.log.warn({ err: (err as Error).message, test_id: testId }, 'self-test wakeup failed')),
+      },
+    };
   }
 
   async cleanUp(): Promise<void> {

@@ -4,6 +4,8 @@ import type { Logger } from '../../lib/log.ts';
 import { chargeDueRingsUnscoped } from '../../store/todos/index.ts';
 import type { Doorbell } from '../doorbell/doorbell.ts';
 
+import type { MaintenanceLoop } from './loop.ts';
+
 export const SWEEP_INTERVAL_MS = 30_000;
 
 /**
@@ -20,3 +22,9 @@ export async function sweepOnce(deps: { sql: Sql; clock: Clock; log: Logger; doo
   }
   return charged.length;
 }
+
+export const doorbellSweepLoop = (deps: Parameters<typeof sweepOnce>[0]): MaintenanceLoop => ({
+  name: 'doorbell-sweep',
+  intervalMs: SWEEP_INTERVAL_MS,
+  tick: () => sweepOnce(deps),
+});

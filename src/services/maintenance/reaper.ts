@@ -10,6 +10,8 @@ import {
   type TodoRow,
 } from '../../store/todos/index.ts';
 
+import type { MaintenanceLoop } from './loop.ts';
+
 export const REAPER_INTERVAL_MS = 30_000;
 
 /**
@@ -46,3 +48,10 @@ export async function reapOnce(deps: {
   if (deps.onRequeued && pending.length > 0) deps.onRequeued(await pushEligibleTodosByIds(deps.sql, pending));
   return { reaped, requeued };
 }
+
+export const reaperLoop = (deps: Parameters<typeof reapOnce>[0]): MaintenanceLoop => ({
+  name: 'reaper',
+  intervalMs: REAPER_INTERVAL_MS,
+  runNow: true,
+  tick: () => reapOnce(deps),
+});

@@ -1,0 +1,139 @@
+import type { Config } from './config.ts';
+import { OidcLogin } from './board/oidc.ts';
+import { SecretBox } from './lib/crypto-box.ts';
+import { Metrics } from './lib/metrics.ts';
+import { SessionRegistry } from './sessions/registry.ts';
+import type { ServiceBase } from './services/base.ts';
+import { BoardReads } from './services/board-reads.ts';
+import { DoorbellAcks } from './services/doorbell/acks.ts';
+import { Doorbell } from './services/doorbell/doorbell.ts';
+import { ReadyRings } from './services/doorbell/ready-rings.ts';
+import { SelfTests } from './services/doorbell/self-tests.ts';
+import { EndpointCredentials } from './services/endpoint-credentials.ts';
+import { EndpointService } from './services/endpoints.ts';
+import { Humans } from './services/humans.ts';
+import { IngestService } from './services/ingest.ts';
+import { doorbellSweepLoop } from './services/maintenance/doorbell-sweep.ts';
+import type { MaintenanceLoop } from './services/maintenance/loop.ts';
+import { presenceEvaluatorLoop } from './services/maintenance/presence-evaluator.ts';
+import { reaperLoop } from './services/maintenance/reaper.ts';
+import { selfTestCleanupLoop } from './services/maintenance/self-test-cleanup.ts';
+import { sessionJanitorLoop } from './services/maintenance/session-janitor.ts';
+import { unheardSweepLoop } from './services/maintenance/unheard-sweep.ts';
+import { NotifyHooks, type NotifyHookOptions } from './services/notify-hooks.ts';
+import { AgentPresence } from './services/presence-agent.ts';
+import { PresenceCache } from './services/presence-cache.ts';
+import { OperatorPresence } from './services/presence-operator.ts';
+import { PresenceService } from './services/presence.ts';
+import { Revocations } from './services/revocations.ts';
+import { TodoService } from './services/todos.ts';
+import { TodoWork } from './services/todo-work.ts';
+import type { WakeupHandlers } from './services/wakeups.ts';
+import { Webhooks } from './services/webhooks.ts';
+
+/** Every service of one instance, built once on one base. The surfaces take what they need from it. */
+export interface Services {
+  base: ServiceBase;
+  sessions: SessionRegistry;
+  metrics: Metrics;
+  credentials: EndpointCredentials;
+  revocations: Revocations;
+  acks: DoorbellAcks;
+  doorbell: Doorbell;
+  readyRings: ReadyRings;
+  presence: PresenceService;
+  agentPresence: AgentPresence;
+  operatorPresence: OperatorPresence;
+  selfTests: SelfTests;
+  hooks: NotifyHooks;
+  webhooks: Webhooks;
+  endpoints: EndpointService;
+  todos: TodoService;
+  todoWork: TodoWork;
+  ingest: IngestService;
+  boardReads: BoardReads;
+  humans: Humans;
+  oidc: OidcLogin | null;
+}
+
+export interface ServiceOptions {
+  config: Config;
+  /** The public base URL; a function because a test server learns its port only after listening. */
+  baseUrl: () => string;
+  selfTestRingDelayMs?: number;
+  notifyHookDelivery?: Pick<NotifyHookOptions, 'attempts' | 'backoffMs' | 'timeoutMs'>;
+}
+
+/** Builds the services in dependency order; no service needs one built after it. */
+export function buildServices(base: ServiceBase, opts: ServiceOptions): Services {
+  const { config, baseUrl } = opts;
+  const sessions = new SessionRegistry(base.clock);
+  let todos: TodoService | undefined;
+  const metrics = new Metrics({
+    unheardSessions: () => sessions.all().filter((s) => s.unheard).length,
+    queueStats: () => todos!.queueStats(),
+  });
+  const credentials = new EndpointCredentials(base);
+  const box = new SecretBox(config.secretEncryptionKey);
+  const acks = new DoorbellAcks(base, metrics, sessions);
+  const hooks = new NotifyHooks(base, box, metrics, {
+    allowHttp: config.pushAllowHttp,
+    allow: config.notifyHookAllow,
+    max: config.notifyHookMax,
+    ...opts.notifyHookDelivery,
+  });
+  const presenceCache = new PresenceCache(base.sql, base.clock, sessions);
+  const doorbell = new Doorbell({
+    sessions,
+    clock: base.clock,
+    log: base.log,
+    presenceOf: (endpointId) => presenceCache.presenceOf(endpointId),
+    acks,
+    ackWindowMs: config.doorbellAckWindowMs,
+  });
+  const presence = new PresenceService(base, sessions, presenceCache, doorbell, (endpointId, reason) => hooks.announceBacklog(endpointId, reason));
+  const webhooks = new Webhooks(base, box, baseUrl);
+  const revocations = new Revocations(base, sessions, credentials);
+  todos = new TodoService(base, { doorbell, hooks });
+  return {
+    base,
+    sessions,
+    metrics,
+    credentials,
+    revocations,
+    acks,
+    doorbell,
+    readyRings: new ReadyRings(base, sessions, doorbell),
+    presence,
+    agentPresence: new AgentPresence(base, presence),
+    operatorPresence: new OperatorPresence(base, presence),
+    selfTests: new SelfTests(base, sessions, doorbell, { ringDelayMs: opts.selfTestRingDelayMs }),
+    hooks,
+    webhooks,
+    endpoints: new EndpointService(base, { onRevoked: (endpointId) => revocations.forget(endpointId) }),
+    todos,
+    todoWork: new TodoWork(base),
+    ingest: new IngestService(base, { metrics, webhooks, todos }),
+    boardReads: new BoardReads(base),
+    humans: new Humans(base),
+    oidc: config.oidc ? new OidcLogin(config.oidc, baseUrl, base.log) : null,
+  };
+}
+
+/** What each service does on each NOTIFY channel, merged into one handler set. */
+export function wakeupsOf(s: Services): WakeupHandlers {
+  return { ...s.revocations.wakeups(), ...s.presence.wakeups(), ...s.selfTests.wakeups(), ...s.readyRings.wakeups() };
+}
+
+/** The background loops every instance runs (tests turn them off and drive passes by hand). */
+export function maintenanceLoopsOf(s: Services): MaintenanceLoop[] {
+  const { sql, clock, log } = s.base;
+  return [
+    reaperLoop({ sql, clock, log, onRequeued: (todos) => todos.forEach((t) => s.hooks.announceTodo(t, 'requeued')) }),
+    presenceEvaluatorLoop(s.presence),
+    unheardSweepLoop(s.acks),
+    selfTestCleanupLoop(s.selfTests),
+    doorbellSweepLoop({ sql, clock, log, doorbell: s.doorbell }),
+    sessionJanitorLoop(s.sessions),
+  ];
+}

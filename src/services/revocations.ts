@@ -1,0 +1,44 @@
+import type { Logger } from '../lib/log.ts';
+import type { Sql } from '../db/connect.ts';
+import type { SessionRegistry } from '../sessions/registry.ts';
+import { inactiveEndpointIdsUnscoped } from '../store/endpoints.ts';
+import type { EndpointCredentials } from './endpoint-credentials.ts';
+import type { WakeupHandlers } from './wakeups.ts';
+
+/**
+ * What a revocation means on one instance: its cached credential is forgotten and its sessions
+ * closed at once. The instance that revoked calls `forget`; every other instance hears
+ * endpoint_revoked, and after a reconnect checks every endpoint it still holds sessions for.
+ */
+export class Revocations {
+  constructor(
+    private readonly base: { sql: Sql; log: Logger },
+    private readonly sessions: SessionRegistry,
+    private readonly credentials: EndpointCredentials,
+  ) {}
+
+  /** Drops a revoked endpoint here; how many sessions it closed. */
+  forget(endpointId: string): number {
+    this.credentials.invalidateEndpoint(endpointId);
+    return this.sessions.closeEndpoint(endpointId, 'endpoint revoked');
+  }
+
+  wakeups(): WakeupHandlers {
+    const { sql, log } = this.base;
+    return {
+      endpoint_revoked: {
+        onNotify: ({ endpointId }) => {
+          const closed = this.forget(endpointId);
+          if (closed) log.info({ endpoint_id: endpointId, sessions: closed }, 'closed sessions of a revoked endpoint');
+        },
+        // After a reconnect, revocations may have been missed: check every endpoint we hold sessions for.
+        onListen: () => {
+          const held = [...new Set(this.sessions.all().map((s) => s.endpoint.id))];
+          inactiveEndpointIdsUnscoped(sql, held)
+            .then((ids) => ids.forEach((id) => this.forget(id)))
+            .catch((err: unknown) => log.warn({ err: (err as Error).message }, 'revocation catch-up failed'));
+        },
+      },
+    };
+  }
+}
