@@ -3,6 +3,7 @@ import { titleFor } from '../domain/ingest/titles.ts';
 import { deliveryId, eventType, jsonDepthExceeds, sanitizeHeaders, verifySignature } from '../domain/ingest/verify.ts';
 import { ingestIdempotencyKey } from '../domain/todo-input.ts';
 import type { Metrics } from '../lib/metrics.ts';
+import { isEndpointRevoked } from '../store/endpoints.ts';
 import { findIngestTargetUnscoped, touchWebhookDelivery } from '../store/webhooks.ts';
 import type { ServiceBase } from './base.ts';
 import type { TodoService } from './todos.ts';
@@ -36,6 +37,9 @@ const refused = (error: SwitchboardError): IngestVerdict => ({ ok: false, error 
  * parsed, headers sanitized, the delivery id as dedup key, event and todo in one transaction
  * (TodoService.push, which rings for a new todo only).
  */
+/** A webhook whose endpoint is revoked: a configuration fault the producer should see as 503. */
+const notActive = () => new SwitchboardError('unavailable', 'webhook not configured: its endpoint is not active');
+
 export class IngestService {
   constructor(
     private readonly base: ServiceBase,
@@ -52,7 +56,7 @@ export class IngestService {
       metrics.webhookDeliveries.inc({ provider, trust_mode: target.trust_mode, verdict: 'rejected' });
       return refused(error);
     };
-    if (target.endpoint_state !== 'active') return reject(new SwitchboardError('unavailable', 'webhook not configured: its endpoint is not active'));
+    if (target.endpoint_state !== 'active') return reject(notActive());
 
     if (target.trust_mode === 'signed') {
       let secret: string | null;
@@ -126,6 +130,7 @@ export class IngestService {
       // jsonb cannot hold U+0000 (valid JSON as "\u0000", or a NUL byte in a text body) nor an
       // unpaired surrogate ("\ud800"): the body's fault, so a 400 the producer can see, not a
       // 500 that reads as the server's.
+      if (isEndpointRevoked(err)) return reject(notActive());
       if (!unstorableInput(err)) throw err;
       return reject(
         new SwitchboardError('invalid_argument', 'body: contains a NUL character (U+0000) or an unpaired UTF-16 surrogate, which cannot be stored', { field: 'body' }),

@@ -91,6 +91,22 @@ describe('TodoService', () => {
     const [row] = await db.sql<{ n: number }[]>`select count(*)::int as n from todos where endpoint_id = ${e.id}`;
     expect(row!.n).toBe(0);
   });
+
+  it('a push that lost the race with revocation writes nothing: the insert itself sees the endpoint revoked', async () => {
+    const e = await vend();
+    // `e` is the still-active row a surface resolved before the revocation committed.
+    await endpoints.revoke(owner.id, e.id);
+    const before = ready.length;
+    expect(await refusal(todos.pushByOperator(owner, e, { title: 'too late', key: 'late' }))).toMatchObject({
+      code: 'conflict',
+      details: { slug: e.slug, state: 'revoked' },
+    });
+    const [row] = await db.sql<{ todos: number; events: number }[]>`
+      select (select count(*)::int from todos where endpoint_id = ${e.id}) as todos,
+             (select count(*)::int from events where endpoint_id = ${e.id}) as events`;
+    expect(row).toEqual({ todos: 0, events: 0 });
+    expect(ready.length).toBe(before);
+  });
 });
 
 describe('OperatorPresence', () => {

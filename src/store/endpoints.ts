@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Sql, TxSql } from '../db/connect.ts';
-import { conflict, invalidArgument, notFound } from '../domain/errors.ts';
+import { conflict, invalidArgument, isSwitchboardError, notFound } from '../domain/errors.ts';
 import { normalizeQueues, normalizeVerbs } from '../domain/scope.ts';
 import { ENDPOINT_CREDENTIAL_PREFIX, hashSecret, mintSecret } from '../lib/secrets.ts';
 import { notify } from './channels.ts';
@@ -129,6 +129,10 @@ export async function resolveOwnEndpoint(sql: Sql | TxSql, humanId: string, ref:
 
 export const endpointRevoked = (endpoint: Pick<Endpoint, 'slug' | 'state'>) =>
   conflict(`endpoint ${endpoint.slug} is revoked`, { slug: endpoint.slug, state: endpoint.state });
+
+/** Whether an error is the refusal above (a write that found its endpoint revoked). */
+export const isEndpointRevoked = (err: unknown): boolean =>
+  isSwitchboardError(err) && err.code === 'conflict' && err.details.state === 'revoked';
 
 /**
  * Revokes an endpoint: the credential stops resolving and, in the same transaction, every live

@@ -1,6 +1,7 @@
 import type { Sql } from '../../db/connect.ts';
 import { conflict } from '../../domain/errors.ts';
 import { notifyExpression } from '../channels.ts';
+import { endpointRevoked } from '../endpoints.ts';
 import { isPushEligible, liveKey } from './predicates.ts';
 import { newTodoId, type TodoRow } from './row.ts';
 
@@ -44,6 +45,11 @@ export async function insertEventAndTodo(
   now: Date,
 ): Promise<{ todo: TodoRow; created: boolean; eventId: string | null; pushEligible: boolean }> {
   return sql.begin(async (tx) => {
+    // Share-lock the endpoint and see it active: a revocation that committed first refuses this
+    // push, and one that comes later waits for it and dead-letters the todo it made.
+    const [endpoint] = await tx<{ slug: string; state: 'active' | 'revoked' }[]>`
+      select slug, state from endpoints where id = ${todo.endpointId} for share`;
+    if (!endpoint || endpoint.state !== 'active') throw endpointRevoked({ slug: endpoint?.slug ?? todo.endpointId, state: 'revoked' });
     const key = todo.idempotencyKey ? todo.idempotencyKey : null;
     // Event and todo in one statement; the todo may collapse onto a live one with the same key.
     const [row] = await tx<(TodoRow & { new_event_id: string })[]>`
