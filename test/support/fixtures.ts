@@ -5,6 +5,7 @@
 
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
+import type { PushResult, VendResult } from '../../src/api/wire.ts';
 import type { App } from '../../src/app.ts';
 import type { Sql } from '../../src/db/connect.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
@@ -21,27 +22,10 @@ export type TestApp = App & { clock: ManualClock };
 export type TestDb = Awaited<ReturnType<typeof migratedDatabase>>;
 
 /** What `POST /api/v1/endpoints` answers. */
-export interface Vended {
-  id: string;
-  slug: string;
-  agent_name: string;
-  state: string;
-  queues: string[];
-  verbs: string[];
-  mcp_url: string;
-  created_at: string;
-  revoked_at: string | null;
-  last_seen_at: string | null;
-  token: string;
-  mcp_json: unknown;
-}
+export type Vended = VendResult;
 
 /** What `POST /api/v1/endpoints/{ref}/todos` answers. */
-export interface Pushed {
-  id: string;
-  event_id: number;
-  queue: string;
-}
+export type Pushed = PushResult;
 
 /** A human with a personal token, and an API caller carrying that token. */
 export interface Operator {

@@ -11,6 +11,9 @@ import type { App } from '../../src/app.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { githubHeaders } from '../../src/domain/ingest/fixtures.testkit.ts';
 import { createLogger } from '../../src/lib/log.ts';
+import { until } from './agents.ts';
+
+export { until };
 
 /**
  * Webhook ingestion end to end: a real server and PostgreSQL, deliveries signed in the test
@@ -106,13 +109,6 @@ export async function todo(id: string) {
   return row!;
 }
 
-export async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 export const settle = () => new Promise((r) => setTimeout(r, 150));
 
 export async function connect(e: Vended): Promise<Client> {

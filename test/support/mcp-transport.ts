@@ -5,6 +5,9 @@ import { afterEach, beforeAll, expect } from 'vitest';
 import { vend as vendVia, withApp, type Api, type TestApp, type TestDb, type Vended } from './fixtures.ts';
 import type { Sql } from '../../src/db/connect.ts';
 import { type Session } from '../../src/sessions/registry.ts';
+import { until } from './agents.ts';
+
+export { until };
 
 // Conformance of the MCP Streamable HTTP transport at /mcp/{slug}, in raw HTTP (fetch, and node:http
 // where an SSE stream must stay open) against the real server and a real database of this file's own.
@@ -138,14 +141,6 @@ export function mustSession(sid: string): Session {
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Polls until `cond` holds; fails the test after `ms`. */
-export async function until(cond: () => boolean, label: string, ms = 3000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for: ${label}`);
-    await sleep(10);
-  }
-}
 
 /** An SSE response held open with node:http, collecting everything it receives. */
 interface SseStream {
