@@ -4,13 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { App } from '../app.ts';
 import { migratedDatabase, startTestApp } from '../../test/support/app.ts';
+import { connectAgent, until } from '../../test/support/agents.ts';
+import type { TestApp } from '../../test/support/fixtures.ts';
 import { VERSION } from '../lib/version.ts';
 import { main } from './main.ts';
 
 let db: Awaited<ReturnType<typeof migratedDatabase>>;
-let app: App;
+let app: TestApp;
 let home: string;
 
 beforeAll(async () => {
@@ -31,6 +32,21 @@ async function closedPort(): Promise<number> {
   const port = (srv.address() as { port: number }).port;
   await new Promise((r) => srv.close(r));
   return port;
+}
+
+/** A front for the app that answers /healthz 503 (as when the database is down) and passes the rest through. */
+async function healthzDownFront(): Promise<{ url: string; close(): Promise<unknown> }> {
+  const { createServer } = await import('node:http');
+  const srv = createServer((req, res) => {
+    if (req.url === '/healthz') return void res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' }).end('db down\n');
+    const headers: Record<string, string> = {};
+    for (const h of ['authorization', 'accept', 'content-type']) if (typeof req.headers[h] === 'string') headers[h] = req.headers[h];
+    void fetch(`${app.url}${req.url}`, { method: req.method, headers }).then(async (upstream) => {
+      res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'text/plain' }).end(Buffer.from(await upstream.arrayBuffer()));
+    });
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(srv.address() as { port: number }).port}`, close: () => new Promise((r) => srv.close(r)) };
 }
 
 interface Run {
@@ -125,13 +141,22 @@ describe('switchboard CLI, the path a new user walks', () => {
     expect(JSON.parse(cleared.out)).toMatchObject({ presence: 'in', source: 'default', shift: null });
   });
 
-  it('endpoint revoke asks first; only "y" proceeds', async () => {
+  it('endpoint revoke asks first; only "y" proceeds; a self-test todo is ended, not dead-lettered', async () => {
+    const started = await fetch(`${app.url}/api/v1/endpoints/${slug}/doorbell-tests`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ wait_seconds: 10 }),
+    });
+    expect(started.status).toBe(201);
+    const { todo_id: testTodo } = (await started.json()) as { todo_id: string };
     const declined = await run(['endpoint', 'revoke', slug], authEnv(), 'n\n');
     expect(declined.code).toBe(1);
     expect(declined.err).toContain('not revoked');
     const yes = await run(['endpoint', 'revoke', slug], authEnv(), 'y\n');
     expect(yes.code).toBe(0);
     expect(yes.out).toContain(`Revoked ${slug}; 3 live todo(s) dead-lettered.`);
+    const [ended] = await db.sql<{ state: string; result: unknown }[]>`select state, result from todos where id = ${testTodo}`;
+    expect(ended).toMatchObject({ state: 'done', result: { self_test: true } });
     const again = await run(['endpoint', 'revoke', slug, '-y'], authEnv());
     expect(again.code).toBe(1);
     expect(again.err).toMatch(/^switchboard: .*already revoked \(conflict\)\n$/);
@@ -219,16 +244,62 @@ describe('switchboard doctor', () => {
     }
   }, 30_000);
 
-  it("exits 1 naming a missing endpoint, and 2 on a bad --wait", async () => {
+  it("exits 1 on someone else's endpoint exactly as on a missing one, starting nothing, and 2 on a bad --wait", async () => {
     await run(['admin', 'human', 'add', 'doc2']);
     const env = { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: (await run(['admin', 'token', 'create', 'doc2'])).out.trim() };
+    await run(['admin', 'human', 'add', 'doc2-neighbour']);
+    const neighbour = { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: (await run(['admin', 'token', 'create', 'doc2-neighbour'])).out.trim() };
+    const theirs = JSON.parse((await run(['endpoint', 'vend', 'theirs', '--json'], neighbour)).out) as { id: string; slug: string };
+    const foreign = await run(['doctor', theirs.slug], env);
+    expect(foreign.code).toBe(1);
+    expect(foreign.err).toBe(`switchboard: endpoint ${theirs.slug} was not found among yours\n`);
+    expect(await db.sql`select 1 from doorbell_tests where endpoint_id = ${theirs.id}`).toHaveLength(0);
     const missing = await run(['doctor', 'nobody-00000000'], env);
     expect(missing.code).toBe(1);
-    expect(missing.err).toContain('endpoint nobody-00000000 was not found');
+    expect(missing.err).toBe('switchboard: endpoint nobody-00000000 was not found among yours\n');
     expect((await run(['doctor', '--wait', '5s'], env)).code).toBe(2);
     const plain = await run(['doctor', '--json'], env);
     expect(plain.code).toBe(0);
-    expect(JSON.parse(plain.out)).toMatchObject({ credentials: { live: true }, server: { warning: null }, endpoints: [] });
+    expect(JSON.parse(plain.out)).toMatchObject({ credentials: { live: true }, server: { healthy: true, warning: null }, endpoints: [], failed: [] });
+  });
+
+  it('exits 1 when /healthz fails, naming it, though every other check passes', async () => {
+    await run(['admin', 'human', 'add', 'doc3']);
+    const token = (await run(['admin', 'token', 'create', 'doc3'])).out.trim();
+    const front = await healthzDownFront();
+    try {
+      const r = await run(['doctor'], { SWITCHBOARD_URL: front.url, SWITCHBOARD_TOKEN: token });
+      expect(r.out).toContain('credentials for');
+      expect(r.out).toContain(`✗ ${front.url}/healthz failed: HTTP 503 db down`);
+      expect(r.code).toBe(1);
+      expect(r.err).toBe(`switchboard: ${front.url}/healthz failed: HTTP 503 db down\n`);
+      const json = await run(['doctor', '--json'], { SWITCHBOARD_URL: front.url, SWITCHBOARD_TOKEN: token });
+      expect(json.code).toBe(1);
+      expect(JSON.parse(json.out)).toMatchObject({ server: { healthy: false, version: null }, failed: [expect.stringContaining('/healthz failed')] });
+    } finally {
+      await front.close();
+    }
+  });
+
+  it('exits 1 while a session of an endpoint that is in is unheard, and names the endpoint', async () => {
+    await run(['admin', 'human', 'add', 'doc4']);
+    const env = { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: (await run(['admin', 'token', 'create', 'doc4'])).out.trim() };
+    const e = JSON.parse((await run(['endpoint', 'vend', 'deaf-bot', '--queue', 'reviews', '--json'], env)).out) as { id: string; slug: string; token: string };
+    const agent = await connectAgent(app, e);
+    try {
+      for (const n of [1, 2, 3]) expect((await run(['todo', 'push', e.slug, `unheard ${n}`], env)).code).toBe(0);
+      await until(async () => (await db.sql`select 1 from doorbell_rings where endpoint_id = ${e.id}`).length === 3, 'three ring records');
+      expect((await run(['doctor'], env)).code).toBe(0);
+      app.clock.advance(16 * 60_000); // past the 15-minute ack window: the three rings go unheard
+      await app.acks.sweep();
+      expect(app.sessions.all().find((s) => s.id === agent.sessionId)?.unheard).toBe(true);
+      const r = await run(['doctor'], env);
+      expect(r.out).toMatch(new RegExp(`${e.slug}\\s+active\\s+in\\s+1\\s+1`));
+      expect(r.code).toBe(1);
+      expect(r.err).toContain(`${e.slug} has 1 unheard session(s)`);
+    } finally {
+      await agent.client.close();
+    }
   });
 });
 

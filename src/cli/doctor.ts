@@ -22,6 +22,21 @@ function olderThan(a: string, b: string): boolean {
   return false;
 }
 
+/** GET /healthz: its JSON answer, or why it failed (unreachable, not 200, not the health JSON). */
+async function checkHealth(url: string): Promise<{ view: HealthView | null; error?: string }> {
+  try {
+    const res = await fetch(`${url}/healthz`, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(10_000) });
+    if (!res.ok) return { view: null, error: `HTTP ${res.status} ${(await res.text()).trim().slice(0, 200)}`.trim() };
+    const view = (await res.json()) as HealthView;
+    return view?.status === 'ok' ? { view } : { view: null, error: `unexpected answer ${JSON.stringify(view).slice(0, 200)}` };
+  } catch (e) {
+    return { view: null, error: (e as Error).message };
+  }
+}
+
+/** Hints name server pages by path (/docs/connect#...); the terminal gets them as full URLs. */
+const withServerLinks = (hint: string, url: string) => hint.replace(/(^|\s)(\/docs\/\S+)/g, (_m, space: string, p: string) => `${space}${url}${p}`);
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
@@ -41,7 +56,11 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
       const io = ctx.io;
       const say = (line: string) => !opts.json && io.out(`${line}\n`);
       const out: Record<string, unknown> = { cli: { version: VERSION } };
-      let healthy = true;
+      const failed: string[] = [];
+      const fail = (check: string) => {
+        failed.push(check);
+        say(`✗ ${check}`);
+      };
 
       // 1. The CLI and its credentials.
       const creds = await loadCredentials(ctx.env);
@@ -57,21 +76,22 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
         throw new CliError(`credentials for ${creds.url} do not work: ${(e as Error).message}`);
       }
 
-      // 2. The server's version.
-      const health = await fetch(`${creds.url}/healthz`, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(10_000) })
-        .then((r) => r.json() as Promise<HealthView>)
-        .catch(() => null);
-      const serverVersion = health?.version ?? null;
+      // 2. The server: /healthz answers ok (the database is reachable) and says its version.
+      const health = await checkHealth(creds.url);
+      const serverVersion = health.view?.version ?? null;
       const skew =
-        serverVersion === null
-          ? 'the server does not report its version'
-          : olderThan(serverVersion, VERSION)
-            ? `the server (${serverVersion}) is older than this CLI (${VERSION})`
-            : majorMinor(serverVersion) !== majorMinor(VERSION)
-              ? `the server (${serverVersion}) and this CLI (${VERSION}) differ in major or minor version`
-              : null;
-      out.server = { version: serverVersion, warning: skew };
-      say(skew ? `! ${skew}` : `✓ server ${serverVersion}`);
+        health.view === null
+          ? null
+          : serverVersion === null
+            ? 'the server does not report its version'
+            : olderThan(serverVersion, VERSION)
+              ? `the server (${serverVersion}) is older than this CLI (${VERSION})`
+              : majorMinor(serverVersion) !== majorMinor(VERSION)
+                ? `the server (${serverVersion}) and this CLI (${VERSION}) differ in major or minor version`
+                : null;
+      out.server = { healthy: health.view !== null, version: serverVersion, warning: skew, ...(health.error ? { error: health.error } : {}) };
+      if (health.error) fail(`${creds.url}/healthz failed: ${health.error}`);
+      else say(skew ? `! ${skew}` : `✓ server ${serverVersion}`);
 
       // 3. Endpoints with their sessions.
       const endpoints = await api.get<EndpointView[]>('/endpoints');
@@ -85,6 +105,12 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
             endpoints.map((e) => [e.slug, e.state, e.state === 'active' ? e.presence.presence : '-', e.sessions, e.unheard_sessions]),
           );
           io.out('(sessions are counted on the instance that answered)\n');
+        }
+      }
+      // An out endpoint is not rung, so its sessions are not judged (as on the board).
+      for (const e of endpoints) {
+        if (e.state === 'active' && e.presence.presence === 'in' && e.unheard_sessions > 0) {
+          fail(`${e.slug} has ${e.unheard_sessions} unheard session(s): doorbells reach them but nothing acts on them (run switchboard doctor ${e.slug})`);
         }
       }
 
@@ -119,11 +145,12 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
           io.out(`verdict: ${report.verdict}\n`);
           io.out(`  written: ${report.delivered.written ? `yes, at ${report.delivered.at}` : 'no'}\n`);
           if (report.claimed_within_seconds !== null) io.out(`  claimed within ${report.claimed_within_seconds} s of the doorbell\n`);
-          for (const h of report.hints) io.out(`  - ${h}\n`);
+          for (const h of report.hints) io.out(`  - ${withServerLinks(h, creds.url)}\n`);
         }
-        healthy = healthy && report.verdict === 'pass';
+        if (report.verdict !== 'pass') failed.push(`the self-test did not pass (verdict ${report.verdict})`);
       }
+      out.failed = failed;
       if (opts.json) printJson(io, out);
-      if (!healthy) throw new CliError('the self-test did not pass', EXIT_FAILURE);
+      if (failed.length > 0) throw new CliError(failed.length === 1 ? failed[0]! : `${failed.length} checks failed: ${failed.join('; ')}`, EXIT_FAILURE);
     });
 }

@@ -136,7 +136,8 @@ export const isEndpointRevoked = (err: unknown): boolean =>
 
 /**
  * Revokes an endpoint: the credential stops resolving and, in the same transaction, every live
- * todo (pending, claimed, or waiting on a retry) is dead-lettered with `endpoint_revoked`.
+ * todo (pending, claimed, or waiting on a retry) is dead-lettered with `endpoint_revoked`, except
+ * self-test todos, which are simply ended.
  * Other instances learn of it from the `endpoint_revoked` notification, sent at commit.
  */
 export async function revokeOwnEndpoint(
@@ -155,7 +156,12 @@ export async function revokeOwnEndpoint(
       update todos set state = 'failed', owner = null, lease_expires_at = null, lease_token_hash = null, next_retry_at = null,
         result = ${tx.json({ error: 'endpoint_revoked', detail: `endpoint ${current.slug} was revoked` })},
         completed_at = ${now}, updated_at = ${now}
-      where endpoint_id = ${current.id} and ${live(tx)}`;
+      where endpoint_id = ${current.id} and not synthetic and ${live(tx)}`;
+    // A self-test todo is no work to lose: it is ended, not counted as a dead letter.
+    await tx`
+      update todos set state = 'done', owner = null, lease_expires_at = null, lease_token_hash = null, next_retry_at = null,
+        result = ${tx.json({ self_test: true, note: 'ended: the endpoint was revoked' })}, completed_at = ${now}, updated_at = ${now}
+      where endpoint_id = ${current.id} and synthetic and ${live(tx)}`;
     await notify(tx, 'endpoint_revoked', { endpointId: current.id });
     return { endpoint: await getOwnEndpointById(tx, humanId, current.id), deadLettered: dead.count };
   });
