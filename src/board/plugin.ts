@@ -23,6 +23,8 @@ import { field, formOf, parseForm } from './form.ts';
 import { registerEndpointRoutes } from './routes/endpoints.ts';
 import { registerSignInRoutes } from './routes/sign-in.ts';
 import { registerTodoRoutes } from './routes/todos.ts';
+import { CONNECT_GUIDE_PATH } from '../domain/guides.ts';
+import { guidePage } from './views/docs.ts';
 
 /** The board's own policy: its pages load only same-origin CSS and JS, and no inline script or style. */
 export const BOARD_CSP =
@@ -84,6 +86,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
   const css = asset('board.css');
   const js = asset('board.js');
   const htmx = asset(`vendor/${HTMX_ASSET}`);
+  const connectGuide = guidePage(readFileSync(new URL('../../docs/connect.md', import.meta.url), 'utf8'));
 
   // Open event streams would hold the HTTP server open: end them before it closes.
   app.addHook('preClose', async () => events.closeAll());
@@ -139,6 +142,11 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     );
     board.get(`/static/${HTMX_ASSET}`, staticRoute, async (_req, reply) =>
       reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=31536000, immutable').send(htmx),
+    );
+
+    // The connect guide is public: self-test hints link it for people who are not signed in.
+    board.get(CONNECT_GUIDE_PATH, staticRoute, async (_req, reply) =>
+      reply.type('text/html; charset=utf-8').header('cache-control', 'no-cache').send(connectGuide),
     );
 
     registerSignInRoutes(board, { ...deps, onSignOut: (token) => events.closeSession(hashSecret(token)) });

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { GUIDE_LINK } from '../domain/guides.ts';
 import { VERSION } from '../lib/version.ts';
 import type { DoorbellTestReport, DoorbellTestStarted, EndpointView, HealthView, MeView } from '../api/wire.ts';
 import { ApiClient } from './client.ts';
@@ -34,8 +35,8 @@ async function checkHealth(url: string): Promise<{ view: HealthView | null; erro
   }
 }
 
-/** Hints name server pages by path (/docs/connect#...); the terminal gets them as full URLs. */
-const withServerLinks = (hint: string, url: string) => hint.replace(/(^|\s)(\/docs\/\S+)/g, (_m, space: string, p: string) => `${space}${url}${p}`);
+/** Hints name the server's guides by path (/docs/connect#...); the terminal gets them as full URLs. */
+const withServerLinks = (hint: string, url: string) => hint.replace(GUIDE_LINK, (p) => `${url}${p}`);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

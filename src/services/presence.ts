@@ -22,7 +22,6 @@ import type { Doorbell } from './doorbell/doorbell.ts';
 import { DoorbellGate } from './doorbell/gate.ts';
 import type { ServiceBase } from './base.ts';
 import { inputsOf, PresenceCache } from './presence-cache.ts';
-import { logPresenceWrite } from './presence-audit.ts';
 import type { WakeupHandlers } from './wakeups.ts';
 
 export { inputsOf };
@@ -120,20 +119,14 @@ export class PresenceService {
 
   /** Writes an override; false when the endpoint is no longer active. */
   async setOverride(endpointId: string, o: OverrideColumns, by: ChangedBy): Promise<boolean> {
-    const at = this.clock.now();
-    const write = await writeOverride(this.sql, endpointId, o, { by, at });
-    if (!write) return false;
-    logPresenceWrite(this.log, 'override', write, by, at);
+    if (!(await writeOverride(this.sql, endpointId, o))) return false;
     await this.#afterWrite(endpointId, by);
     return true;
   }
 
   /** Stores a shift's canonical form, or clears it; false when the endpoint is no longer active. */
   async setShift(endpointId: string, canonical: string | null, by: ChangedBy): Promise<boolean> {
-    const at = this.clock.now();
-    const write = await writeShift(this.sql, endpointId, canonical, { by, at });
-    if (!write) return false;
-    logPresenceWrite(this.log, 'shift', write, by, at);
+    if (!(await writeShift(this.sql, endpointId, canonical))) return false;
     await this.#afterWrite(endpointId, by);
     return true;
   }

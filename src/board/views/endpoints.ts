@@ -5,6 +5,7 @@ import type { Endpoint } from '../../services/endpoints.ts';
 import type { EventSummary } from '../../services/webhooks.ts';
 import type { BoardSession } from '../auth.ts';
 import { Html, html, path, withQuery } from '../html.ts';
+import { hintWithLinks } from './docs.ts';
 import { ago, chips, csrfField, fieldError, page, time, type FieldError } from './layout.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -223,7 +224,7 @@ ${
   <dt>Doorbell</dt><dd>${report.delivered.written ? html`written ${report.delivered.at ? time(new Date(report.delivered.at)) : ''}` : html`<span class="muted">not written</span>`}</dd>
   <dt>Claimed</dt><dd>${report.claimed_within_seconds === null ? html`<span class="muted">not yet</span>` : html`within ${report.claimed_within_seconds} s`}</dd>
 </dl>
-${report.hints.length ? html`<h3>Hints</h3><ul class="hints">${report.hints.map((h) => html`<li>${h}</li>`)}</ul>` : ''}`
+${report.hints.length ? html`<h3>Hints</h3><ul class="hints">${report.hints.map((h) => html`<li>${hintWithLinks(h)}</li>`)}</ul>` : ''}`
     : html`<p class="empty">No self-test has run on this endpoint yet.</p>`
 }
 ${e.state === 'active' ? html`<form method="post" action="${path('/endpoints', e.id, 'self-test')}">${csrfField(s)}<button type="submit" class="selftest">Run self-test</button></form>` : ''}

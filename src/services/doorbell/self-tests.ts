@@ -37,7 +37,7 @@ export type Verdict = 'pending' | 'pass' | 'no_session' | 'no_stream' | 'write_f
 
 export const CHANNEL_NOTE =
   'The server advertised claude/channel. Whether a client listens to it cannot be observed from the server: only a claim of the test todo proves it.';
-export const TROUBLESHOOTING = 'Troubleshooting: README.md#troubleshooting-doorbells (the "Troubleshooting doorbells" section of the Switchboard README)';
+export const TROUBLESHOOTING = 'Troubleshooting: /docs/connect#troubleshooting on this Switchboard server';
 
 /** The hints table (SPEC-0025 REQ-8): by verdict and by client family. */
 export function hintsFor(verdict: Verdict, clientName: string | null): string[] {
@@ -49,12 +49,12 @@ export function hintsFor(verdict: Verdict, clientName: string | null): string[] 
       ? [
           'Start Claude Code with --dangerously-load-development-channels server:switchboard; where your organization allowlists the plugin, use --channels plugin:switchboard@<marketplace> instead.',
           'Pass --allowedTools mcp__switchboard, or a woken session stops at a permission prompt.',
-          'claude -p (print mode) cannot be woken: use a notify hook instead.',
+          'claude -p (print mode) cannot be woken: use a notify hook instead (/docs/connect#clients-without-push).',
           'Under Harness, enable its development-channels auto-confirm.',
         ]
       : [
           'The client must support notifications/claude/channel and keep its notification stream (GET) open.',
-          'See the connect guide for your client.',
+          'See the connect guide for your client: /docs/connect#other-mcp-clients',
         ];
   } else if (verdict === 'no_session') {
     hints = ['Nothing is connected to this endpoint. Check the MCP URL and credential; switchboard doctor lists attached sessions.'];
