@@ -66,6 +66,22 @@ describe('the endpoint card', () => {
     expect((await presenceRow(e.id)).presence_override).toBeNull();
   });
 
+  it('a blank shift saved from the board is refused naming shift and keeps the stored one; the clear button clears', async () => {
+    const e = await vend(alice, 'blank-shift');
+    const b = await signedIn(alice);
+    expect((await b.post(`/endpoints/${e.id}/shift`, { shift: 'Mon-Fri 09:00-17:00', action: 'save', csrf_token: b.csrfToken })).status).toBe(303);
+    const stored = (await presenceRow(e.id)).shift;
+    expect(stored).toMatch(/^TZ=UTC Mon 09:00-17:00/);
+    for (const blank of ['', '   ', '\t']) {
+      const refused = await b.post(`/endpoints/${e.id}/shift`, { shift: blank, action: 'save', csrf_token: b.csrfToken });
+      expect(refused.status).toBe(400);
+      expect(refused.text).toMatch(/<p class="error" id="shift-error-[^"]+" role="alert">shift: must not be blank/);
+      expect((await presenceRow(e.id)).shift).toBe(stored);
+    }
+    expect((await b.post(`/endpoints/${e.id}/shift`, { shift: '', action: 'clear', csrf_token: b.csrfToken })).status).toBe(303);
+    expect((await presenceRow(e.id)).shift).toBeNull();
+  });
+
   it('shows sessions and the unheard label, but neither warning while the endpoint is out', async () => {
     const e = await vend(alice, 'listener');
     const agent = await connectAgent(app, e, { track: clients });

@@ -8,6 +8,7 @@ export type ErrorCode =
   | 'forbidden'
   | 'not_found'
   | 'conflict'
+  | 'failed_precondition'
   | 'rate_limited'
   | 'resource_exhausted'
   | 'payload_too_large'
@@ -35,6 +36,10 @@ export const notFound = (message: string): SwitchboardError => new SwitchboardEr
 
 export const conflict = (message: string, details: Record<string, unknown> = {}): SwitchboardError =>
   new SwitchboardError('conflict', message, details);
+
+/** The request is valid but the state it needs does not hold (e.g. an operator's override an agent may not undo). */
+export const failedPrecondition = (message: string, details: Record<string, unknown> = {}): SwitchboardError =>
+  new SwitchboardError('failed_precondition', message, details);
 
 export const forbidden = (message: string): SwitchboardError => new SwitchboardError('forbidden', message);
 

@@ -1,5 +1,6 @@
 import { SwitchboardError } from '../domain/errors.ts';
 import { parseClockInDuration, planClockIn, planClockOut, type PresenceInputs } from '../domain/presence/index.ts';
+import { handleOf } from '../store/humans.ts';
 import type { ServiceBase } from './base.ts';
 import type { PresenceService, PresenceView } from './presence.ts';
 
@@ -19,7 +20,7 @@ const noLongerActive = () => new SwitchboardError('forbidden', 'this endpoint is
  */
 export class AgentPresence {
   constructor(
-    private readonly base: Pick<ServiceBase, 'clock'>,
+    private readonly base: Pick<ServiceBase, 'clock' | 'sql'>,
     private readonly presence: PresenceService,
   ) {}
 
@@ -31,7 +32,8 @@ export class AgentPresence {
   async clockIn(endpointId: string, forText: unknown): Promise<PresenceView> {
     const forMs = parseClockInDuration(forText);
     const inputs = await this.#inputs(endpointId);
-    await this.#apply(endpointId, inputs, planClockIn(inputs, this.base.clock.now(), forMs));
+    const plan = planClockIn(inputs, this.base.clock.now(), forMs, await this.#operatorName(inputs.overrideBy));
+    await this.#apply(endpointId, inputs, plan);
     return this.view(endpointId);
   }
 
@@ -39,6 +41,12 @@ export class AgentPresence {
     const inputs = await this.#inputs(endpointId);
     await this.#apply(endpointId, inputs, planClockOut(inputs, this.base.clock.now()));
     return this.view(endpointId);
+  }
+
+  /** `operator:<id>` as the human's handle, for a refusal the agent reads; the raw value otherwise. */
+  async #operatorName(overrideBy: string | null): Promise<string | null> {
+    if (!overrideBy?.startsWith('operator:')) return overrideBy;
+    return (await handleOf(this.base.sql, overrideBy.slice('operator:'.length))) ?? overrideBy;
   }
 
   async #inputs(endpointId: string): Promise<PresenceInputs> {

@@ -22,6 +22,7 @@ import type { Doorbell } from './doorbell/doorbell.ts';
 import { DoorbellGate } from './doorbell/gate.ts';
 import type { ServiceBase } from './base.ts';
 import { inputsOf, PresenceCache } from './presence-cache.ts';
+import { logPresenceWrite } from './presence-audit.ts';
 import type { WakeupHandlers } from './wakeups.ts';
 
 export { inputsOf };
@@ -119,14 +120,20 @@ export class PresenceService {
 
   /** Writes an override; false when the endpoint is no longer active. */
   async setOverride(endpointId: string, o: OverrideColumns, by: ChangedBy): Promise<boolean> {
-    if (!(await writeOverride(this.sql, endpointId, o))) return false;
+    const at = this.clock.now();
+    const write = await writeOverride(this.sql, endpointId, o, { by, at });
+    if (!write) return false;
+    logPresenceWrite(this.log, 'override', write, by, at);
     await this.#afterWrite(endpointId, by);
     return true;
   }
 
   /** Stores a shift's canonical form, or clears it; false when the endpoint is no longer active. */
   async setShift(endpointId: string, canonical: string | null, by: ChangedBy): Promise<boolean> {
-    if (!(await writeShift(this.sql, endpointId, canonical))) return false;
+    const at = this.clock.now();
+    const write = await writeShift(this.sql, endpointId, canonical, { by, at });
+    if (!write) return false;
+    logPresenceWrite(this.log, 'shift', write, by, at);
     await this.#afterWrite(endpointId, by);
     return true;
   }

@@ -45,6 +45,13 @@ export async function listHumans(sql: Sql): Promise<Human[]> {
   return sql<Human[]>`select id, handle, display_name, email, created_at from humans order by handle`;
 }
 
+/** A human's handle by id; null for an unknown id (or one that is not a UUID). */
+export async function handleOf(sql: Sql, humanId: string): Promise<string | null> {
+  if (!isUuid(humanId)) return null;
+  const [row] = await sql<{ handle: string }[]>`select handle from humans where id = ${humanId}`;
+  return row?.handle ?? null;
+}
+
 export async function getHumanByHandle(sql: Sql, handle: string): Promise<Human> {
   const [row] = await sql<Human[]>`
     select id, handle, display_name, email, created_at from humans where handle = ${handle}`;

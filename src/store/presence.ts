@@ -46,19 +46,69 @@ export interface OverrideColumns {
   overrideBy: string | null;
 }
 
-/** Writes the override of an active endpoint; returns false when the endpoint is not active. */
-export async function writeOverride(sql: Sql, endpointId: string, o: OverrideColumns): Promise<boolean> {
-  const rows = await sql`
-    update endpoints set presence_override = ${o.override}, override_until = ${o.overrideUntil},
-      override_set_at = ${o.overrideSetAt}, override_by = ${o.overrideBy}
-    where id = ${endpointId} and state = 'active' returning id`;
-  return rows.length === 1;
+/** Who writes presence inputs (`agent` or `operator:<human_id>`) and when: recorded on the row. */
+export interface PresenceWriter {
+  by: string;
+  at: Date;
 }
 
-/** Stores a shift (its canonical form) or clears it; returns false when the endpoint is not active. */
-export async function writeShift(sql: Sql, endpointId: string, canonicalShift: string | null): Promise<boolean> {
-  const rows = await sql`update endpoints set shift = ${canonicalShift} where id = ${endpointId} and state = 'active' returning id`;
-  return rows.length === 1;
+type InputColumns = Pick<PresenceRow, 'shift' | 'presence_override' | 'override_until' | 'override_set_at' | 'override_by'>;
+
+/** One stored write: the endpoint's slug and its presence inputs just before and just after it. */
+export interface PresenceWrite {
+  slug: string;
+  before: InputColumns;
+  after: InputColumns;
+}
+
+/**
+ * Applies `set` to an active endpoint's presence inputs, recording who and when, and answers the
+ * inputs before and after (the row is locked between the two); null when the endpoint is not active.
+ */
+async function writePresence(sql: Sql, endpointId: string, change: { override: OverrideColumns } | { shift: string | null }, writer: PresenceWriter): Promise<PresenceWrite | null> {
+  const set =
+    'shift' in change
+      ? sql`shift = ${change.shift}`
+      : sql`presence_override = ${change.override.override}, override_until = ${change.override.overrideUntil},
+          override_set_at = ${change.override.overrideSetAt}, override_by = ${change.override.overrideBy}`;
+  const [row] = await sql<(InputColumns & { slug: string } & { [K in keyof InputColumns as `old_${K}`]: InputColumns[K] })[]>`
+    with old as (
+      select id, shift, presence_override, override_until, override_set_at, override_by
+      from endpoints where id = ${endpointId} and state = 'active' for update
+    )
+    update endpoints e set ${set}, presence_written_at = ${writer.at}, presence_written_by = ${writer.by}
+    from old where e.id = old.id and e.state = 'active'
+    returning e.slug, e.shift, e.presence_override, e.override_until, e.override_set_at, e.override_by,
+      old.shift as old_shift, old.presence_override as old_presence_override, old.override_until as old_override_until,
+      old.override_set_at as old_override_set_at, old.override_by as old_override_by`;
+  if (!row) return null;
+  return {
+    slug: row.slug,
+    before: {
+      shift: row.old_shift,
+      presence_override: row.old_presence_override,
+      override_until: row.old_override_until,
+      override_set_at: row.old_override_set_at,
+      override_by: row.old_override_by,
+    },
+    after: {
+      shift: row.shift,
+      presence_override: row.presence_override,
+      override_until: row.override_until,
+      override_set_at: row.override_set_at,
+      override_by: row.override_by,
+    },
+  };
+}
+
+/** Writes the override of an active endpoint; null when the endpoint is not active. */
+export function writeOverride(sql: Sql, endpointId: string, o: OverrideColumns, writer: PresenceWriter): Promise<PresenceWrite | null> {
+  return writePresence(sql, endpointId, { override: o }, writer);
+}
+
+/** Stores a shift (its canonical form) or clears it; null when the endpoint is not active. */
+export function writeShift(sql: Sql, endpointId: string, canonicalShift: string | null, writer: PresenceWriter): Promise<PresenceWrite | null> {
+  return writePresence(sql, endpointId, { shift: canonicalShift }, writer);
 }
 
 export interface PresenceTransition {

@@ -9,6 +9,7 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   forbidden: 403,
   not_found: 404,
   conflict: 409,
+  failed_precondition: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,

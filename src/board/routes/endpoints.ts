@@ -179,7 +179,8 @@ export function registerEndpointRoutes(board: FastifyInstance, deps: EndpointRou
     const s = humanOf(req);
     const raw = field(form, 'shift') ?? '';
     try {
-      const shift = field(form, 'action') === 'clear' || raw.trim() === '' ? null : raw;
+      // Only the clear button clears; a blank save is refused by the shift grammar, as the API refuses it.
+      const shift = field(form, 'action') === 'clear' ? null : raw;
       await deps.operatorPresence.setShift(s.human.id, e, shift);
     } catch (err) {
       if (!isInvalid(err)) throw err;

@@ -27,6 +27,17 @@ const inputs = (shift: Shift | null, o: OverrideWrite = NONE): PresenceInputs =>
 const apply = (i: PresenceInputs, w: OverrideWrite): PresenceInputs => ({ ...i, ...w });
 const eff = (presence: 'in' | 'out', source: EffectivePresence['source'], until: Date | null): EffectivePresence => ({ presence, source, until });
 
+function refused(fn: () => unknown): { message: string; details: Record<string, unknown> } {
+  try {
+    fn();
+  } catch (e) {
+    if (!isSwitchboardError(e)) throw e;
+    expect(e.code).toBe('failed_precondition');
+    return e;
+  }
+  throw new Error('expected failed_precondition');
+}
+
 function invalid(fn: () => unknown, field: string): string {
   try {
     fn();
@@ -180,10 +191,39 @@ describe.each(FIXTURES)('SPEC-0022 scenarios with shift $shift', ({ shift: text,
     invalid(() => planOperatorSet(plain, at(MON, '10:00'), 'maybe' as 'in', null, 'h_42'), 'presence');
   });
 
-  it('clock_in over an operator out override outside the shift is an agent in override (capped)', () => {
-    const op = apply(plain, planOperatorSet(plain, at(MON, '20:00'), 'out', null, 'h_42'));
-    const w = planClockIn(op, at(MON, '20:30'), CLOCK_IN_MAX_MS);
-    expect(w).toEqual({ override: 'in', overrideUntil: at(TUE, '04:30'), overrideSetAt: at(MON, '20:30'), overrideBy: 'agent' });
+  it("clock_in never undoes an operator's out: refused with failed_precondition naming who and until when", () => {
+    const op = apply(plain, planOperatorSet(plain, at(MON, '20:00'), 'out', at(MON, '23:00'), 'h_42'));
+    const refusal = refused(() => planClockIn(op, at(MON, '20:30'), CLOCK_IN_MAX_MS, 'alice'));
+    expect(refusal.message).toContain('alice');
+    expect(refusal.message).toContain(at(MON, '23:00').toISOString().replace('.000Z', 'Z'));
+    expect(refusal.message).toMatch(/list_todos and claim_next/);
+    expect(refusal.details).toEqual({ set_by: 'operator:h_42', until: at(MON, '23:00').toISOString().replace('.000Z', 'Z') });
+    // Without a name the stored author is named; without an until, it ends at the next boundary (13:00).
+    const open = apply(plain, planOperatorSet(plain, at(MON, '10:00'), 'out', null, 'h_42'));
+    expect(refused(() => planClockIn(open, at(MON, '11:00'), H)).message).toContain('operator:h_42');
+    expect(refused(() => planClockIn(open, at(MON, '11:00'), H)).details.until).toBe(at(MON, '13:00').toISOString().replace('.000Z', 'Z'));
+  });
+
+  it("clock_in leaves an operator's in unchanged, inside and outside the shift", () => {
+    const outside = apply(plain, planOperatorSet(plain, at(MON, '20:00'), 'in', at(MON, '21:00'), 'h_42'));
+    expect(planClockIn(outside, at(MON, '20:30'), 2 * H)).toEqual(planOperatorSet(plain, at(MON, '20:00'), 'in', at(MON, '21:00'), 'h_42'));
+    const inside = apply(plain, planOperatorSet(plain, at(MON, '10:00'), 'in', null, 'h_42'));
+    expect(planClockIn(inside, at(MON, '10:30'), H).overrideBy).toBe('operator:h_42');
+  });
+
+  it('repeating clock_in {for: "2h"} while its in override is live changes nothing: no extension', () => {
+    const first = planClockIn(plain, at(MON, '20:00'), 2 * H);
+    expect(first.overrideUntil).toEqual(at(MON, '22:00'));
+    const i = apply(plain, first);
+    expect(planClockIn(i, at(MON, '21:00'), 2 * H)).toEqual(first);
+    expect(planClockIn(i, at(MON, '21:59'), 8 * H)).toEqual(first);
+    // Once it has run out, a new clock_in starts a new one.
+    expect(planClockIn(i, at(MON, '22:00'), 2 * H)).toMatchObject({ overrideUntil: at(TUE, '00:00'), overrideSetAt: at(MON, '22:00') });
+  });
+
+  it("an agent's clock_out still ends an operator's in", () => {
+    const op = apply(plain, planOperatorSet(plain, at(MON, '20:00'), 'in', null, 'h_42'));
+    expect(planClockOut(op, at(MON, '20:30'))).toEqual({ override: 'out', overrideUntil: null, overrideSetAt: at(MON, '20:30'), overrideBy: 'agent' });
   });
 });
 
@@ -331,14 +371,21 @@ describe('effective (properties)', () => {
     );
   });
 
-  it('clock_in makes the endpoint in now, and an agent in override never outlives now + for', () => {
+  it("clock_in makes the endpoint in now (or is refused over an operator's out), and an agent in override never outlives now + for", () => {
     fc.assert(
       fc.property(presenceInputs, instant2026, fc.integer({ min: 1, max: CLOCK_IN_MAX_MS }), (make, t, forMs) => {
         const i = make(t);
+        const before = effective(i, new Date(t));
+        if (before.source === 'operator' && before.presence === 'out') {
+          refused(() => planClockIn(i, new Date(t), forMs));
+          return;
+        }
         const w = planClockIn(i, new Date(t), forMs);
         const after = apply(i, w);
         expect(effective(after, new Date(t)).presence).toBe('in');
-        if (w.override !== null) {
+        if (before.source === 'operator' || (before.source === 'agent' && i.override === 'in')) {
+          expect(w).toEqual({ override: i.override, overrideUntil: i.overrideUntil, overrideSetAt: i.overrideSetAt, overrideBy: i.overrideBy });
+        } else if (w.override !== null) {
           expect(w.override).toBe('in');
           expect(i.shift !== null && !isInShift(i.shift, new Date(t))).toBe(true);
           expect(overrideEnd(after)!.getTime()).toBeLessThanOrEqual(t + forMs);

@@ -1,6 +1,7 @@
-import { invalidArgument } from '../errors.ts';
+import { failedPrecondition, invalidArgument } from '../errors.ts';
+import { rfc3339 } from '../time.ts';
 import { CLOCK_IN_MAX_MS } from './duration.ts';
-import { effective, type Presence, type PresenceInputs } from './effective.ts';
+import { effective, overrideEnd, type Presence, type PresenceInputs } from './effective.ts';
 import { isInShift, nextShiftBoundary } from './shift.ts';
 
 /** The override columns to store: all null clears the override. */
@@ -36,18 +37,37 @@ export function planClockOut(inputs: PresenceInputs, now: Date): OverrideWrite {
  * clock_in {for}: when the shift (if any) would put the endpoint out now, an in override by the
  * agent ending at the earlier of now + for and the next shift start; otherwise clear any
  * override (inside the shift, or with no shift, that is what "in" means). `forMs` comes from
- * parseClockInDuration (capped at 8 h). A live agent in override with the same end is returned
- * unchanged, so repeating the verb at the same instant writes nothing.
+ * parseClockInDuration (capped at 8 h).
+ *
+ * The human decides (ADR-0027): a live operator override is never cleared or shortened. An
+ * operator's in already keeps the endpoint in, so it is returned unchanged; an operator's out is
+ * refused with failed_precondition naming `operatorName` (how to call `override_by` to the agent)
+ * and the override's end. Idempotent: while the agent's own in override is live, repeating the
+ * verb returns it unchanged (no extension), so the 8 h cap bounds any repetition.
  */
-export function planClockIn(inputs: PresenceInputs, now: Date, forMs: number): OverrideWrite {
+export function planClockIn(inputs: PresenceInputs, now: Date, forMs: number, operatorName: string | null = inputs.overrideBy): OverrideWrite {
   if (!Number.isFinite(forMs) || forMs <= 0 || forMs > CLOCK_IN_MAX_MS) throw invalidArgument('for', 'must be greater than zero and at most 8h');
+  const eff = effective(inputs, now);
+  if (eff.source === 'operator') {
+    if (eff.presence === 'out') throw operatorKeepsOut(inputs, operatorName);
+    return current(inputs);
+  }
+  if (eff.source === 'agent' && inputs.override === 'in') return current(inputs);
   const { shift } = inputs;
   if (shift === null || isInShift(shift, now)) return { ...CLEARED_OVERRIDE };
   const nextStart = nextShiftBoundary(shift, now);
   const until = Math.min(now.getTime() + forMs, nextStart ? nextStart.getTime() : Infinity);
-  const eff = effective(inputs, now);
-  if (eff.source === 'agent' && inputs.override === 'in' && inputs.overrideUntil?.getTime() === until) return current(inputs);
   return { override: 'in', overrideUntil: new Date(until), overrideSetAt: new Date(now.getTime()), overrideBy: 'agent' };
+}
+
+function operatorKeepsOut(inputs: PresenceInputs, operatorName: string | null) {
+  const end = overrideEnd(inputs);
+  const until = rfc3339(end) ?? null;
+  return failedPrecondition(
+    `clock_in refused: your operator ${operatorName ?? inputs.overrideBy} clocked this endpoint out ${until ? `until ${until}` : 'until they change it'}, ` +
+      'and an agent cannot undo its human\'s clock-out. Pulls still work: list_todos and claim_next.',
+    { set_by: inputs.overrideBy, until },
+  );
 }
 
 /**
