@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { connectAgent, until } from '../../test/support/agents.ts';
+import { connectAgent, settle, until } from '../../test/support/agents.ts';
 import { apiCaller, humanWithToken, startTestApp } from '../../test/support/app.ts';
 import { card, type CardData } from './pages.ts';
 import { boardSession } from './auth.ts';
@@ -90,12 +90,22 @@ describe('the endpoint card', () => {
     expect(page).toContain('1 attached');
     expect(page).toContain('claude-code 2.1.0');
     expect(page).not.toContain('rings reach it but nothing acts on them');
-    app.sessions.all().find((s) => s.id === agent.sessionId)!.unheard = true;
+    // Three doorbells reach the session and nothing acts on them within the window.
+    for (const title of ['one', 'two', 'three']) await push(alice, e.slug, title);
+    await until(() => agent.heard.length === 3, 'three doorbells');
+    await until(async () => (await db.sql`select 1 from doorbell_rings where session_id = ${agent.sessionId}`).length === 3, 'their ring records');
+    await settle(300); // the pushes' own todo_ready echoes, gated
     page = (await b.get(`/endpoints/${e.id}`)).text;
+    expect(page).not.toContain('rings reach it but nothing acts on them');
+    app.clock.advance(15 * 60_000 + 1000);
+    await app.acks.sweep();
+    expect(app.sessions.all().find((s) => s.id === agent.sessionId)!.unheard).toBe(true);
+    const b2 = await signedIn(alice);
+    page = (await b2.get(`/endpoints/${e.id}`)).text;
     expect(page).toContain('1 unheard session: rings reach it but nothing acts on them.');
     expect(page).toContain(`href="/endpoints/${e.id}#report"`);
-    await b.post(`/endpoints/${e.id}/presence`, { presence: 'out', csrf_token: b.csrfToken });
-    page = (await b.get(`/endpoints/${e.id}`)).text;
+    await b2.post(`/endpoints/${e.id}/presence`, { presence: 'out', csrf_token: b2.csrfToken });
+    page = (await b2.get(`/endpoints/${e.id}`)).text;
     expect(page).toContain('off shift');
     expect(page).not.toContain('rings reach it but nothing acts on them');
   });

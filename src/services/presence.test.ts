@@ -7,6 +7,7 @@ import { createLogger } from '../lib/log.ts';
 import { pushEligibleBacklog } from '../store/todos/index.ts';
 import { sweepOnce } from './maintenance/doorbell-sweep.ts';
 import { connectAgent, settle, until, type Agent, type Vended } from '../../test/support/agents.ts';
+import { capturingLogger } from '../../test/support/doorbell-acks.ts';
 
 /** Presence end to end (SPEC-0022): SDK clients, two instances on one database, a fake clock. */
 
@@ -142,21 +143,39 @@ describe('the clock-in digest', () => {
   });
 
   it('does not mark a todo created after the count, and a failed write marks nothing', async () => {
-    const e = await vend();
-    const a = await agent(e);
-    const counted = await push(e, 'counted');
-    await settleLonger();
-    const backlog = await pushEligibleBacklog(db.sql, e.id);
-    const late = await push(e, 'late');
-    expect(await app.presence.sendDigest(e.id, 'operator', backlog)).toBe(true);
-    expect((await todoRow(counted)).last_ringed_at).toEqual(app.clock.now());
-    expect((await todoRow(late)).last_ringed_at).toBeNull();
+    // An instance of its own, to read its log.
+    const captured = capturingLogger();
+    const logged = await startTestApp(db.url, new ManualClock(app.clock.now()), { log: captured.log });
+    try {
+      const e = await vend();
+      const a = await agent(e, logged);
+      const counted = await push(e, 'counted');
+      await settleLonger();
+      const backlog = await pushEligibleBacklog(db.sql, e.id);
+      const late = await push(e, 'late');
+      expect(await logged.presence.sendDigest(e.id, 'operator', backlog)).toBe(true);
+      expect((await todoRow(counted)).last_ringed_at).toEqual(logged.clock.now());
+      expect((await todoRow(late)).last_ringed_at).toBeNull();
 
-    await a.client.close();
-    await until(() => !app.sessions.sessionsOf(e.id).some((s) => s.stream), 'the stream to close');
-    app.clock.advance(60_000);
-    expect(await app.presence.sendDigest(e.id, 'operator')).toBe(false);
-    expect((await todoRow(late)).last_ringed_at).toBeNull();
+      // The next digest is written just as the client's socket closes: the write fails.
+      logged.clock.advance(60_000);
+      const session = logged.sessions.all().find((s) => s.id === a.sessionId)!;
+      const both = await pushEligibleBacklog(db.sql, e.id);
+      expect(both.map((t) => t.id).sort()).toEqual([counted, late].sort());
+      let sent: Promise<boolean> | undefined;
+      session.stream!.res.prependOnceListener('close', () => void (sent = logged.presence.sendDigest(e.id, 'operator', both)));
+      await a.client.close();
+      await until(() => sent !== undefined, 'the digest write');
+      expect(await sent).toBe(false);
+      expect(session.stream).toBeNull();
+      expect((await todoRow(late)).last_ringed_at).toBeNull();
+      expect((await todoRow(counted)).last_ringed_at).toEqual(new Date(logged.clock.now().getTime() - 60_000));
+      expect(captured.lines.filter((l) => l.msg === 'digest not delivered')).toEqual([
+        expect.objectContaining({ endpoint_id: e.id, reason: 'operator', pending: 2, cause: 'write_failed' }),
+      ]);
+    } finally {
+      await logged.stop();
+    }
   });
 });
 

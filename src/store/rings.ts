@@ -1,5 +1,5 @@
 import { ulid } from 'ulidx';
-import type { Sql } from '../db/connect.ts';
+import type { Sql, TxSql } from '../db/connect.ts';
 
 export type RingKind = 'todo' | 'digest' | 'test';
 
@@ -18,19 +18,63 @@ export interface NewRing {
   sentAt: Date;
 }
 
-/** Records a ring after its doorbell was written. */
-export async function insertRing(sql: Sql, r: NewRing): Promise<void> {
-  await sql`
-    insert into doorbell_rings (ring_id, endpoint_id, session_id, todo_id, kind, queue, synthetic, window_seconds, sent_at)
-    values (${r.ringId}, ${r.endpointId}, ${r.sessionId}, ${r.todoId}, ${r.kind}, ${r.queue}, ${r.synthetic}, ${r.windowSeconds}, ${r.sentAt})`;
+/**
+ * The claim that acknowledges ring `r` (columns endpoint_id, todo_id, kind, sent_at,
+ * window_seconds), if one came within its window: for a todo or test ring a claim of its todo, for
+ * a digest ring a claim of any real todo of its endpoint. Read from the todos, so a ring recorded
+ * after its claim committed agrees with that claim.
+ */
+const timelyClaim = (sql: Sql) => sql`
+  select t.claimed_at, t.claimed_session_id from todos t
+  where t.claimed_at >= r.sent_at and t.claimed_at <= r.sent_at + make_interval(secs => r.window_seconds)
+    and case when r.kind = 'digest' then t.endpoint_id = r.endpoint_id and not t.synthetic else t.id = r.todo_id end
+  order by t.claimed_at limit 1`;
+
+/**
+ * Records a ring after its doorbell was written. The record is not awaited by the writer, so the
+ * ring's todo may already be claimed: the ring is then recorded as acknowledged by that claim, and
+ * returned for counting (null when nothing acknowledged it yet).
+ */
+export async function insertRing(sql: Sql, n: NewRing): Promise<AckedRing | null> {
+  const [row] = await sql<{ acked: boolean }[]>`
+    insert into doorbell_rings (ring_id, endpoint_id, session_id, todo_id, kind, queue, synthetic, window_seconds, sent_at, acked_at, ack_via, acked_session_id)
+    select r.*, c.claimed_at, case when c.claimed_at is not null then 'claim' end, c.claimed_session_id
+    from (values (${n.ringId}::text, ${n.endpointId}::uuid, ${n.sessionId}::text, ${n.todoId}::text, ${n.kind}::text, ${n.queue}::text,
+                  ${n.synthetic}::boolean, ${n.windowSeconds}::integer, ${n.sentAt}::timestamptz))
+      as r(ring_id, endpoint_id, session_id, todo_id, kind, queue, synthetic, window_seconds, sent_at)
+    left join lateral (${timelyClaim(sql)}) c on true
+    returning acked_at is not null as acked`;
+  return row?.acked ? { kind: n.kind, synthetic: n.synthetic, late: false, unheardNow: false } : null;
 }
 
-/** A ring an acknowledgement touched: `late` when it had already gone unheard (no counter moves). */
+/**
+ * A ring an acknowledgement touched: `late` when its window had closed (no acknowledgement
+ * counted), `unheardNow` when this acknowledgement was the first to find it closed and so made it
+ * unheard (counted as unheard, once, like the sweep's rows).
+ */
 export interface AckedRing {
   kind: RingKind;
   synthetic: boolean;
   late: boolean;
+  unheardNow: boolean;
 }
+
+/** Ring `r`'s ack window has closed at `now`: it ends at `sent_at + window`, not at the next sweep. */
+const windowClosed = (sql: Sql | TxSql, now: Date) => sql`r.sent_at < ${now}::timestamptz - make_interval(secs => r.window_seconds)`;
+
+/**
+ * The assignments that acknowledge ring `r` at `now`. An acknowledgement after the window records
+ * the ring as unheard at the window's end, an instant the sweep never writes (it marks strictly
+ * later), which is how `ackedRingColumns` tells that this acknowledgement made it unheard.
+ */
+export const acknowledgeRing = (sql: Sql | TxSql, via: 'claim' | 'ack', sessionId: string | null, now: Date) => sql`
+  acked_at = ${now}, ack_via = ${via}, acked_session_id = ${sessionId},
+  unheard_at = case when r.unheard_at is null and ${windowClosed(sql, now)} then r.sent_at + make_interval(secs => r.window_seconds) else r.unheard_at end`;
+
+/** RETURNING columns of an acknowledging update of `r`, shaped as AckedRing. */
+export const ackedRingColumns = (sql: Sql | TxSql) => sql`
+  r.kind, r.synthetic, r.unheard_at is not null as late,
+  coalesce(r.unheard_at = r.sent_at + make_interval(secs => r.window_seconds), false) as "unheardNow"`;
 
 export type RingState = 'sent' | 'acknowledged' | 'unheard';
 
@@ -45,16 +89,11 @@ export async function ackRing(
   sessionId: string,
   now: Date,
 ): Promise<{ state: RingState; acked: AckedRing | null } | null> {
-  const [row] = await sql<{ kind: RingKind; synthetic: boolean; unheard_at: Date | null }[]>`
-    update doorbell_rings set acked_at = ${now}, ack_via = 'ack', acked_session_id = ${sessionId}
-    where ring_id = ${ringId} and endpoint_id = ${endpointId} and acked_at is null
-    returning kind, synthetic, unheard_at`;
-  if (row) {
-    return {
-      state: row.unheard_at ? 'unheard' : 'acknowledged',
-      acked: { kind: row.kind, synthetic: row.synthetic, late: row.unheard_at !== null },
-    };
-  }
+  const [row] = await sql<AckedRing[]>`
+    update doorbell_rings r set ${acknowledgeRing(sql, 'ack', sessionId, now)}
+    where r.ring_id = ${ringId} and r.endpoint_id = ${endpointId} and r.acked_at is null
+    returning ${ackedRingColumns(sql)}`;
+  if (row) return { state: row.late ? 'unheard' : 'acknowledged', acked: row };
   const [existing] = await sql<{ unheard_at: Date | null }[]>`
     select unheard_at from doorbell_rings where ring_id = ${ringId} and endpoint_id = ${endpointId}`;
   if (!existing) return null;
@@ -69,14 +108,21 @@ export interface UnheardRing {
 
 /**
  * The unheard sweep: one conditional update claims every ring whose window passed with no
- * acknowledgement, exactly once across instances. Only the returned rows count.
+ * acknowledgement, exactly once across instances. Only the returned rows count. A ring whose
+ * record and claim crossed (each committed unseen by the other) is first recorded as acknowledged
+ * by that claim, also exactly once, and returned as `claimed`.
  */
-export async function markUnheardRingsUnscoped(sql: Sql, now: Date): Promise<UnheardRing[]> {
-  return sql<UnheardRing[]>`
-    update doorbell_rings set unheard_at = ${now}
-    where acked_at is null and unheard_at is null
-      and sent_at < ${now}::timestamptz - make_interval(secs => window_seconds)
-    returning kind, synthetic, session_id`;
+export async function markUnheardRingsUnscoped(sql: Sql, now: Date): Promise<{ unheard: UnheardRing[]; claimed: AckedRing[] }> {
+  const open = sql`r.acked_at is null and r.unheard_at is null and ${windowClosed(sql, now)}`;
+  const claimed = await sql<AckedRing[]>`
+    update doorbell_rings r set ack_via = 'claim', (acked_at, acked_session_id) = (select c.claimed_at, c.claimed_session_id from (${timelyClaim(sql)}) c)
+    where ${open} and exists (${timelyClaim(sql)})
+    returning r.kind, r.synthetic, false as late, false as "unheardNow"`;
+  const unheard = await sql<UnheardRing[]>`
+    update doorbell_rings r set unheard_at = ${now}
+    where ${open} and not exists (${timelyClaim(sql)})
+    returning r.kind, r.synthetic, r.session_id`;
+  return { unheard: [...unheard], claimed: [...claimed] };
 }
 
 /**

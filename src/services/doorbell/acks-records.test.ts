@@ -1,5 +1,8 @@
+import http from 'node:http';
 import { describe, expect, it } from 'vitest';
 import type { App } from '../../app.ts';
+import { pushEligibleBacklog } from '../../store/todos/index.ts';
+import { digestDoorbell } from './digest.ts';
 import { settle, until, type Vended } from '../../../test/support/agents.ts';
 import {
   agent,
@@ -15,6 +18,7 @@ import {
   ringsOfEndpoint,
   useAcksSuite,
   vend,
+  WINDOW_MS,
 } from '../../../test/support/doorbell-acks.ts';
 
 // Doorbell acknowledgement end to end: ring records, and acknowledgement by claim and by ack_doorbell.
@@ -72,7 +76,7 @@ describe('ring records (REQ-1, REQ-2)', () => {
     });
     await settle();
     expect(await ringsOf(todoId)).toHaveLength(1);
-    expect(await metric(app, 'switchboard_doorbell_rings_total', { kind: 'todo' })).toBe(ringsBefore + 1);
+    await until(async () => (await metric(app, 'switchboard_doorbell_rings_total', { kind: 'todo' })) === ringsBefore + 1, 'the ring counted');
   });
 
   it('a failed write (no stream open) creates no ring and still counts toward the write-failure warning', async () => {
@@ -110,7 +114,7 @@ describe('ring records (REQ-1, REQ-2)', () => {
     expect(await metric(app, 'switchboard_doorbell_rings_total', { kind: 'digest' })).toBe(digestsBefore + 1);
   });
 
-  it('a ring that cannot be recorded still delivers its doorbell, and is logged and counted (REQ-11)', async () => {
+  it('a ring that cannot be recorded still delivers its doorbell, is logged and counted as a collection error, and is not counted as a ring (REQ-11)', async () => {
     const e = await vend();
     const a = await agent(e);
     const errorsBefore = await metric(app, 'switchboard_metrics_collection_errors_total', { collector: 'doorbell_rings' });
@@ -131,6 +135,8 @@ describe('ring records (REQ-1, REQ-2)', () => {
     const meta = a.heard[0]!.params.meta;
     expect(meta).toMatchObject({ todo_id: todoId, ring_id: expect.stringMatching(/^rg_/) });
     expect(await ringsOf(todoId)).toEqual([]);
+    // A ring is counted once its record is written: this one never was.
+    expect(await metric(app, 'switchboard_doorbell_rings_total', { kind: 'todo' })).toBe(ringsBefore);
     const logged = logs.filter((l) => l.msg === 'could not record a doorbell ring' && l.todo_id === todoId);
     expect(logged).toHaveLength(1);
     expect(logged[0]).toMatchObject({ level: 50, stage: 'ring record', slug: e.slug, ring_id: meta.ring_id, err: expect.stringMatching(/test_ring_store_down/) });
@@ -138,7 +144,9 @@ describe('ring records (REQ-1, REQ-2)', () => {
     app.clock.advance(1000);
     const next = await ringOne(e, a, 'after the store is back');
     expect(next.ring.kind).toBe('todo');
-    expect(await metric(app, 'switchboard_doorbell_rings_total', { kind: 'todo' })).toBe(ringsBefore + 2);
+    await until(async () => (await metric(app, 'switchboard_doorbell_rings_total', { kind: 'todo' })) === ringsBefore + 1, 'the recorded ring counted');
+    await settle();
+    expect(await metric(app, 'switchboard_doorbell_rings_total', { kind: 'todo' })).toBe(ringsBefore + 1);
   });
 });
 
@@ -239,5 +247,130 @@ describe('acknowledgement (REQ-3)', () => {
     expect((await b.call('ack_doorbell', {})).error).toMatch(/^invalid_argument: ring_id/);
     expect((await b.call('ack_doorbell', { ring_id: ring.ring_id, endpoint: owner.slug })).error).toMatch(/^invalid_argument/);
     expect(await ringById(ring.ring_id)).toMatchObject({ acked_at: null });
+  });
+});
+/** Holds back `on`'s ring records until `release`, so that a test orders a claim before a record. */
+function holdRecords(on: App = app): { release: () => void } {
+  const held: (() => void)[] = [];
+  const original = on.acks.recordWritten;
+  on.acks.recordWritten = (ring, slug) => void held.push(() => original.call(on.acks, ring, slug));
+  return {
+    release: () => {
+      on.acks.recordWritten = original;
+      for (const record of held.splice(0)) record();
+    },
+  };
+}
+
+/** A todo rung to `a` whose ring record is held back: its id and the doorbell's ring id. */
+async function rungUnrecorded(e: Vended, a: Awaited<ReturnType<typeof agent>>, title: string) {
+  const hold = holdRecords();
+  const todoId = await push(e, title);
+  await until(() => a.heard.some((n) => n.params.meta.todo_id === todoId), 'the doorbell');
+  await settle(); // the push's own todo_ready echo, gated
+  const ringId = a.heard.find((n) => n.params.meta.todo_id === todoId)!.params.meta.ring_id!;
+  expect(await ringById(ringId)).toBeUndefined();
+  return { todoId, ringId, hold };
+}
+
+describe('ring records and claims agree whichever commits first (decision 12)', () => {
+  it('a claim that commits before its ring is recorded: the record says acknowledged by that claim, counted once, never unheard', async () => {
+    const e = await vend();
+    const a = await agent(e);
+    const { todoId, ringId, hold } = await rungUnrecorded(e, a, 'claimed at once');
+    const acked = await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'todo', via: 'claim' });
+    app.clock.advance(1000);
+    const claimedAt = app.clock.now();
+    expect(await a.call('claim', { id: todoId })).toMatchObject({ id: todoId, state: 'claimed' });
+    hold.release();
+    let ring: RingRow | undefined;
+    await until(async () => (ring = await ringById(ringId)) !== undefined, 'the ring record');
+    expect(ring).toMatchObject({ acked_at: claimedAt, ack_via: 'claim', acked_session_id: a.sessionId, unheard_at: null });
+    await until(async () => (await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'todo', via: 'claim' })) === acked + 1, 'the acknowledgement counted');
+    const unheard = await metric(app, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' });
+    app.clock.advance(WINDOW_MS + 1000);
+    expect(await app.acks.sweep()).toBe(0);
+    expect(await ringById(ringId)).toMatchObject({ acked_at: claimedAt, unheard_at: null });
+    expect(await metric(app, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' })).toBe(unheard);
+    expect(await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'todo', via: 'claim' })).toBe(acked + 1);
+  });
+
+  it('a record and a claim that cross (each commits unseen by the other) end acknowledged by that claim at the sweep, not unheard', async () => {
+    const e = await vend();
+    const a = await agent(e);
+    const { todoId, ringId, hold } = await rungUnrecorded(e, a, 'crossed');
+    app.clock.advance(1000);
+    const claimedAt = app.clock.now();
+    let claim!: Promise<any>;
+    // The claim starts (taking its snapshot) and waits on the todo's row lock held here; the ring
+    // record commits meanwhile, seeing the todo unclaimed; then the claim commits, not seeing the ring.
+    await db.sql.begin(async (tx) => {
+      await tx`select 1 from todos where id = ${todoId} for update`;
+      claim = a.call('claim', { id: todoId });
+      await until(
+        async () => (await db.sql`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like '%update todos t set%'`).length > 0,
+        'the claim to wait on the todo',
+      );
+      hold.release();
+      await until(async () => (await ringById(ringId)) !== undefined, 'the ring record');
+    });
+    expect(await claim).toMatchObject({ id: todoId, state: 'claimed' });
+    expect(await ringById(ringId)).toMatchObject({ acked_at: null, unheard_at: null });
+    const acked = await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'todo', via: 'claim' });
+    const unheard = await metric(app, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' });
+    app.clock.advance(WINDOW_MS + 1000);
+    expect(await app.acks.sweep()).toBe(0);
+    expect(await ringById(ringId)).toMatchObject({ acked_at: claimedAt, ack_via: 'claim', acked_session_id: a.sessionId, unheard_at: null });
+    expect(await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'todo', via: 'claim' })).toBe(acked + 1);
+    expect(await metric(app, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' })).toBe(unheard);
+    expect(await app.acks.sweep()).toBe(0);
+    expect(await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'todo', via: 'claim' })).toBe(acked + 1);
+  });
+});
+
+describe('self-test and failed writes', () => {
+  it("a self-test claim acknowledges only its own ring: an open digest ring stays open and acknowledged_total{kind=digest} does not move", async () => {
+    const e = await vend();
+    const a = await agent(e);
+    await push(e, 'waiting');
+    await settle();
+    const backlog = await pushEligibleBacklog(db.sql, e.id);
+    const digest = app.doorbell.deliverDigest(e.id, (ringId) => digestDoorbell(backlog, 'operator', app.clock.now(), ringId));
+    expect(digest.rung).toBe(true);
+    const digestRing = digest.rung ? digest.ringId : '';
+    await until(async () => (await ringById(digestRing)) !== undefined, 'the digest ring');
+    const digestsAcked = await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'digest', via: 'claim' });
+    const started = await a.call('test_doorbell');
+    await until(() => a.tests().length === 1, 'the test doorbell', 10_000);
+    const testRing = a.tests()[0]!.params.meta.ring_id!;
+    await until(async () => (await ringById(testRing)) !== undefined, 'the test ring');
+    app.clock.advance(1000);
+    expect(await a.call('claim', { id: started.todo_id })).toMatchObject({ id: started.todo_id, self_test: true });
+    expect(await ringById(testRing)).toMatchObject({ kind: 'test', synthetic: true, acked_at: app.clock.now(), ack_via: 'claim' });
+    expect(await ringById(digestRing)).toMatchObject({ kind: 'digest', acked_at: null, ack_via: null });
+    expect(await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'digest', via: 'claim' })).toBe(digestsAcked);
+  });
+
+  it('a doorbell written as its client closes the socket fails with write_failed: no ring, the stream detached, the drop logged', async () => {
+    const e = await vend();
+    const todoId = await push(e, 'rung into a closing socket');
+    const sid = await streamlessSession(e);
+    const stream = http.get(`${app.url}/mcp/${e.slug}`, { headers: { authorization: `Bearer ${e.token}`, accept: 'text/event-stream', 'mcp-session-id': sid } });
+    stream.on('error', () => {});
+    const session = app.sessions.all().find((s) => s.id === sid)!;
+    await until(() => session.stream !== null, 'the stream to open');
+    await settle();
+    let outcome: ReturnType<typeof app.doorbell.ring> | undefined;
+    // The doorbell is written after the server saw the socket go and before the registry heard of it.
+    session.stream!.res.prependOnceListener('close', () => {
+      outcome = app.doorbell.ring({ id: todoId, endpoint_id: e.id, queue: 'reviews', title: 'rung into a closing socket', kind: null });
+    });
+    stream.destroy();
+    await until(() => outcome !== undefined, 'the doorbell write');
+    expect(outcome).toEqual({ rung: false, reason: 'write_failed' });
+    expect(session.stream).toBeNull();
+    await settle();
+    expect(await ringsOf(todoId)).toEqual([]);
+    expect(logs.filter((l) => l.msg === 'doorbell dropped' && l.todo_id === todoId)).toEqual([expect.objectContaining({ slug: e.slug, cause: 'write_failed' })]);
   });
 });

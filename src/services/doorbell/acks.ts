@@ -5,14 +5,17 @@ import type { Logger } from '../../lib/log.ts';
 import type { Session, SessionRegistry } from '../../sessions/registry.ts';
 import type { Metrics } from '../../lib/metrics.ts';
 import { notFound } from '../../domain/errors.ts';
-import { ackRing, insertRing, markUnheardRingsUnscoped, unheardSessions, type AckedRing, type NewRing, type RingState } from '../../store/rings.ts';
+import { ackRing, insertRing, markUnheardRingsUnscoped, unheardSessions, type AckedRing, type NewRing, type RingKind, type RingState } from '../../store/rings.ts';
 
 export const UNHEARD_SWEEP_INTERVAL_MS = 30_000;
+
+/** Synthetic (self-test) rings never move a metric. */
+const counted = (r: { kind: RingKind; synthetic: boolean }): boolean => !r.synthetic && r.kind !== 'test';
 
 /**
  * Doorbell acknowledgement at run time (SPEC-0025): records a ring for every doorbell written,
  * counts acknowledgements and unheard rings, and keeps the per-session unheard mark of the
- * sessions on this instance. Synthetic (self-test) rings never move a metric.
+ * sessions on this instance.
  */
 export class DoorbellAcks {
   /** When each session of this instance last acknowledged anything (a claim or ack_doorbell). */
@@ -32,25 +35,33 @@ export class DoorbellAcks {
 
   /**
    * Records a written doorbell. Never awaited by the writer: a failure is logged and counted,
-   * and the doorbell, already written, stands.
+   * and the doorbell, already written, stands. The ring is counted once its record is written,
+   * and as acknowledged too when a claim of its todo committed first.
    */
   recordWritten(ring: NewRing, slug: string): void {
-    if (!ring.synthetic && ring.kind !== 'test') this.metrics.ringsTotal.inc({ kind: ring.kind });
-    insertRing(this.sql, ring).catch((err: unknown) => {
-      this.metrics.collectionErrors.inc({ collector: 'doorbell_rings' });
-      this.log.error(
-        { stage: 'ring record', slug, todo_id: ring.todoId, ring_id: ring.ringId, err: (err as Error).message },
-        'could not record a doorbell ring',
-      );
-    });
+    insertRing(this.sql, ring).then(
+      (acked) => {
+        if (!counted(ring)) return;
+        this.metrics.ringsTotal.inc({ kind: ring.kind });
+        if (acked) this.metrics.ringsAcknowledged.inc({ kind: ring.kind, via: 'claim' });
+      },
+      (err: unknown) => {
+        this.metrics.collectionErrors.inc({ collector: 'doorbell_rings' });
+        this.log.error(
+          { stage: 'ring record', slug, todo_id: ring.todoId, ring_id: ring.ringId, err: (err as Error).message },
+          'could not record a doorbell ring',
+        );
+      },
+    );
   }
 
   /** An acknowledgement by this session (a claim or ack_doorbell): counts it and clears its mark. */
   acknowledged(session: Session, rings: readonly AckedRing[], via: 'claim' | 'ack'): void {
     // A claim that acknowledged no ring (its todo was never rung) still resets the unheard run.
     this.#lastAck.set(session, this.clock.now());
-    for (const r of rings) {
-      if (!r.late && !r.synthetic && r.kind !== 'test') this.metrics.ringsAcknowledged.inc({ kind: r.kind, via });
+    for (const r of rings.filter(counted)) {
+      if (!r.late) this.metrics.ringsAcknowledged.inc({ kind: r.kind, via });
+      if (r.unheardNow) this.metrics.ringsUnheard.inc({ kind: r.kind });
     }
     if (session.unheard) {
       session.unheard = false;
@@ -75,8 +86,9 @@ export class DoorbellAcks {
    */
   async sweep(): Promise<number> {
     const now = this.clock.now();
-    const unheard = await markUnheardRingsUnscoped(this.sql, now);
-    for (const r of unheard) if (!r.synthetic && r.kind !== 'test') this.metrics.ringsUnheard.inc({ kind: r.kind });
+    const { unheard, claimed } = await markUnheardRingsUnscoped(this.sql, now);
+    for (const r of unheard.filter(counted)) this.metrics.ringsUnheard.inc({ kind: r.kind });
+    for (const r of claimed.filter(counted)) this.metrics.ringsAcknowledged.inc({ kind: r.kind, via: 'claim' });
     const local = this.sessions.all().filter((s) => !s.unheard);
     const deaf = new Map((await unheardSessions(this.sql, local.map((s) => s.id))).map((d) => [d.session_id, d.since]));
     for (const s of local) {

@@ -164,7 +164,7 @@ describe('heartbeat sweep', () => {
     await until(() => agent.heard.some((n) => n.params.meta.todo_id === id), 'the re-ring after return');
   });
 
-  it('still selects an endpoint whose only session is momentarily streamless', async () => {
+  it('charges nothing for an endpoint whose only session never opened its stream; its stream makes it a receiver', async () => {
     const e = await vend();
     const id = await push(e, 'x');
     const init = await fetch(e.mcp_url, {
@@ -173,7 +173,19 @@ describe('heartbeat sweep', () => {
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } }),
     });
     expect(init.status).toBe(200);
-    app.clock.advance(6 * 60_000);
+    expect(app.sessions.sessionsOf(e.id)).toHaveLength(1);
+    expect(app.doorbell.receivers()).not.toContain(e.id);
+    for (let i = 0; i < 4; i++) {
+      app.clock.advance(6 * 60_000);
+      await sweep();
+    }
+    expect(await ringAttempts(id)).toBe(0);
+    // Once a stream is open the endpoint receives, and is charged from the backoff after its reconnect digest.
+    const agent = await listener(e);
+    expect(app.doorbell.receivers()).toContain(e.id);
+    await until(() => agent.heard.length === 1, 'the reconnect digest');
+    await until(async () => (await db.sql`select 1 from todos where id = ${id} and last_ringed_at is not null`).length === 1, 'the digest mark');
+    app.clock.advance(5 * 60_000);
     await sweep();
     expect(await ringAttempts(id)).toBe(1);
   });

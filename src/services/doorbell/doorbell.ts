@@ -72,11 +72,12 @@ export class Doorbell {
   }
 
   /**
-   * The sweep's receivers: endpoints with at least one session attached here, streaming or not
-   * (a ring falls back to a streamless session), whose effective presence is in.
+   * The sweep's receivers: endpoints with an open stream here whose effective presence is in. A
+   * session that has not opened its stream can receive nothing, so it is never charged a ring.
    */
   receivers(): string[] {
-    return [...new Set(this.#sessions.all().map((s) => s.endpoint.id))].filter((id) => this.#presenceOf(id) === 'in');
+    const streaming = this.#sessions.all().filter((s) => s.stream !== null);
+    return [...new Set(streaming.map((s) => s.endpoint.id))].filter((id) => this.#presenceOf(id) === 'in');
   }
 
   /** A creation or wakeup ring: at most one per todo per minute on this instance. */

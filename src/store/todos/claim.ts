@@ -1,6 +1,6 @@
 import type { Sql, TxSql } from '../../db/connect.ts';
 import { RESERVED_QUEUE } from '../../domain/scope.ts';
-import type { AckedRing } from '../rings.ts';
+import { acknowledgeRing, ackedRingColumns, type AckedRing } from '../rings.ts';
 import { claimable, claimableStates } from './predicates.ts';
 import { refusal, withinReach, type Caller } from './reach.ts';
 import type { TodoRow } from './row.ts';
@@ -27,16 +27,17 @@ export type ClaimedTodo = TodoRow & { acked_rings: AckedRing[] };
 
 /**
  * Wraps a claiming UPDATE (a CTE named `claimed` returning t.*) so that, in the same statement and
- * so the same transaction, the claim acknowledges every open ring of that todo on that endpoint and
- * every digest ring sent before it, and a self-test claim is stamped on its test report.
+ * so the same transaction, the claim acknowledges every open ring of that todo on that endpoint and,
+ * unless it is a self-test claim (which touches only its own ring), every digest ring sent before
+ * it; a self-test claim is stamped on its test report.
  */
 const withAcknowledgements = (sql: Sql | TxSql, caller: Caller, now: Date) => sql`
   acked as (
-    update doorbell_rings r set acked_at = ${now}, ack_via = 'claim', acked_session_id = ${caller.sessionId ?? null}
+    update doorbell_rings r set ${acknowledgeRing(sql, 'claim', caller.sessionId ?? null, now)}
     from claimed c
     where r.endpoint_id = c.endpoint_id and r.acked_at is null
-      and ((r.kind <> 'digest' and r.todo_id = c.id) or (r.kind = 'digest' and r.sent_at <= ${now}))
-    returning r.kind, r.synthetic, r.unheard_at
+      and ((r.kind <> 'digest' and r.todo_id = c.id) or (r.kind = 'digest' and not c.synthetic and r.sent_at <= ${now}))
+    returning ${ackedRingColumns(sql)}
   ),
   tested as (
     update doorbell_tests d set claimed_at = ${now}
@@ -44,7 +45,7 @@ const withAcknowledgements = (sql: Sql | TxSql, caller: Caller, now: Date) => sq
     returning d.test_id
   )
   select c.*, c.event_id::text as event_id,
-    coalesce((select json_agg(json_build_object('kind', a.kind, 'synthetic', a.synthetic, 'late', a.unheard_at is not null)) from acked a), '[]'::json) as acked_rings
+    coalesce((select json_agg(a) from acked a), '[]'::json) as acked_rings
   from claimed c`;
 
 /**
