@@ -17,7 +17,7 @@ import { doorbellSweepLoop } from './services/maintenance/doorbell-sweep.ts';
 import type { MaintenanceLoop } from './services/maintenance/loop.ts';
 import { presenceEvaluatorLoop } from './services/maintenance/presence-evaluator.ts';
 import { reaperLoop } from './services/maintenance/reaper.ts';
-import { selfTestCleanupLoop } from './services/maintenance/self-test-cleanup.ts';
+import { selfTestCleanupLoop, selfTestRingLoop } from './services/maintenance/self-test-cleanup.ts';
 import { sessionJanitorLoop } from './services/maintenance/session-janitor.ts';
 import { unheardSweepLoop } from './services/maintenance/unheard-sweep.ts';
 import { NotifyHooks, type NotifyHookOptions } from './services/notify-hooks.ts';
@@ -133,6 +133,7 @@ export function maintenanceLoopsOf(s: Services): MaintenanceLoop[] {
     presenceEvaluatorLoop(s.presence),
     unheardSweepLoop(s.acks),
     selfTestCleanupLoop(s.selfTests),
+    selfTestRingLoop(s.selfTests),
     doorbellSweepLoop({ sql, clock, log, doorbell: s.doorbell }),
     sessionJanitorLoop(s.sessions),
   ];

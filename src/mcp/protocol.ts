@@ -1,8 +1,7 @@
-import { SwitchboardError } from '../domain/errors.ts';
 import { VERSION } from '../lib/version.ts';
 import { INVALID_PARAMS, METHOD_NOT_FOUND, rpcError, rpcResult, type JsonRpcRequest, type JsonRpcResponse } from './jsonrpc.ts';
 import type { Session } from '../sessions/registry.ts';
-import { GRANTABLE_TOOLS, SELF_TOOLS, callTool, describeTool, toolError, toolsFor, type AgentServices } from './tools/index.ts';
+import { GRANTABLE_TOOLS, SELF_TOOLS, callTool, describeTool, toolError, toolsFor, verbNotGranted, type AgentServices } from './tools/index.ts';
 
 /** Newest first. Never a version without channels (the 2026 stateless era drops them). */
 export const SUPPORTED_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05', '2024-10-07'] as const;
@@ -74,7 +73,8 @@ export async function handleSessionRequest(deps: ProtocolDeps, session: Session,
       const tool = GRANTABLE_TOOLS.get(name) ?? SELF_TOOLS.get(name);
       if (!tool) return rpcError(req.id, INVALID_PARAMS, `Unknown tool: ${name}`);
       if (!toolsFor(session).includes(tool)) {
-        return rpcResult(req.id, toolError(new SwitchboardError('forbidden', `verb "${name}" is not granted to this endpoint`)));
+        if (!tool.runUngranted) return rpcResult(req.id, toolError(verbNotGranted(name)));
+        return rpcResult(req.id, await callTool({ ...tool, run: tool.runUngranted }, { ...deps, session }, req.params?.arguments));
       }
       return rpcResult(req.id, await callTool(tool, { ...deps, session }, req.params?.arguments));
     }

@@ -4,6 +4,7 @@ import { LIST_DEFAULT_LIMIT, leaseSeconds } from '../domain/lifecycle.ts';
 import { rfc3339 } from '../domain/time.ts';
 import {
   claimNextTodo,
+  claimOwnTestTodo,
   claimTodo,
   completeTodo,
   failTodo,
@@ -14,6 +15,7 @@ import {
   releaseTodo,
   summarizeTodo,
   type Caller,
+  type ClaimedTodo,
   type TodoRow,
   type TodoState,
 } from '../store/todos/index.ts';
@@ -44,6 +46,12 @@ function mintFence(required: boolean | undefined): { token?: string; hash: strin
   const token = randomBytes(16).toString('base64url');
   return { token, hash: hashToken(token) };
 }
+
+const selfTestView = (row: TodoRow) => ({
+  ...fullTodo(row),
+  self_test: true,
+  note: 'This was a Switchboard self-test todo: your claim completed it. No other action is needed.',
+});
 
 function withFailureFields(t: TodoRow) {
   return {
@@ -88,15 +96,32 @@ export class TodoWork {
     const fence = mintFence(opts.requireFence);
     const row = await claimTodo(this.base.sql, callerOf(w), id, leaseSeconds(opts.leaseTtlSeconds), this.base.clock.now(), fence.hash);
     const view = row.synthetic
-      ? { ...fullTodo(row), self_test: true, note: 'This was a Switchboard self-test todo: your claim completed it. No other action is needed.' }
+      ? selfTestView(row)
       : fence.token
         ? { ...fullTodo(row), lease_token: fence.token }
         : fullTodo(row);
     return { view, ackedRings: row.acked_rings };
   }
 
+  /**
+   * The claim of one's own self-test todo, which needs no claim grant (by id, or the rung one when
+   * `id` is null); null when the caller has no such todo, for the verb to refuse as not granted.
+   */
+  async claimOwnTest(w: Worker, id: string | null, queue?: string) {
+    const row = await this.#claimOwnTest(w, id, this.#queues(w, queue));
+    if (!row) return null;
+    return { view: id === null ? { empty: false, todo: selfTestView(row) } : selfTestView(row), ackedRings: row.acked_rings };
+  }
+
+  #claimOwnTest(w: Worker, id: string | null, queues: readonly string[]): Promise<ClaimedTodo | null> {
+    return claimOwnTestTodo(this.base.sql, callerOf(w), queues, this.base.clock.now(), id);
+  }
+
+  /** The next todo: a self-test todo whose doorbell rang comes before real work. */
   async claimNext(w: Worker, queue: string | undefined, opts: LeaseOptions) {
     const queues = this.#queues(w, queue);
+    const test = await this.#claimOwnTest(w, null, queues);
+    if (test) return { view: { empty: false, todo: selfTestView(test) }, ackedRings: test.acked_rings };
     const fence = mintFence(opts.requireFence);
     const row = await claimNextTodo(this.base.sql, callerOf(w), queues, leaseSeconds(opts.leaseTtlSeconds), this.base.clock.now(), fence.hash);
     if (!row) return { view: { empty: true }, ackedRings: null };

@@ -1,4 +1,4 @@
-import type { Sql } from '../db/connect.ts';
+import type { Sql, TxSql } from '../db/connect.ts';
 import { SwitchboardError } from '../domain/errors.ts';
 import { rfc3339 } from '../domain/time.ts';
 import { newTodoId } from './todos/row.ts';
@@ -54,6 +54,7 @@ const rateLimited = (why: string, nextAllowed: Date, now: Date) =>
 export async function startSelfTest(sql: Sql, t: StartTest, now: Date): Promise<SelfTestRow> {
   return sql.begin(async (tx) => {
     await tx`select pg_advisory_xact_lock(hashtext(${`doorbell_test:${t.endpointId}`}))`;
+    await settleUnrungTestsUnscoped(tx, now, { endpointId: t.endpointId });
     const [outstanding] = await tx<{ until: Date }[]>`
       select coalesce(delivered_at, ring_due_at) + make_interval(secs => wait_seconds) as until
       from doorbell_tests
@@ -90,11 +91,14 @@ export async function getSelfTest(sql: Sql, endpointId: string, testId: string):
   return row ?? null;
 }
 
-/** Takes the test ring for this instance; only one instance ever rings a test. */
+/**
+ * Takes the test ring for this instance; only one instance ever rings a test. A test whose todo
+ * was already claimed is not rung: its verdict is settled by that claim.
+ */
 export async function takeTestDelivery(sql: Sql, testId: string, instanceId: string): Promise<SelfTestRow | null> {
   const [row] = await sql<SelfTestRow[]>`
     update doorbell_tests set delivering_instance = ${instanceId}
-    where test_id = ${testId} and delivering_instance is null and delivery is null
+    where test_id = ${testId} and delivering_instance is null and delivery is null and claimed_at is null
     returning *`;
   return row ?? null;
 }
@@ -114,8 +118,37 @@ export async function recordTestDelivery(
 export async function settleUndeliveredTest(sql: Sql, testId: string, now: Date): Promise<boolean> {
   const rows = await sql`
     update doorbell_tests set delivery = 'no_session', delivered_at = ${now}
-    where test_id = ${testId} and delivery is null and delivering_instance is null returning 1`;
+    where test_id = ${testId} and delivery is null and delivering_instance is null and claimed_at is null returning 1`;
   return rows.length === 1;
+}
+
+/**
+ * Tests of these endpoints whose ring is due and that no instance has taken, oldest first: the
+ * ring time is stored, so whichever instance holds a session rings them (the starting instance's
+ * timer dies with it). Unscoped: a maintenance tick has no caller.
+ */
+export async function overdueTestsUnscoped(sql: Sql, endpointIds: readonly string[], now: Date): Promise<string[]> {
+  if (endpointIds.length === 0) return [];
+  const rows = await sql<{ test_id: string }[]>`
+    select test_id from doorbell_tests
+    where endpoint_id = any(${sql.array([...endpointIds])}::uuid[]) and delivery is null and delivering_instance is null
+      and claimed_at is null and ring_due_at <= ${now} and ring_due_at + make_interval(secs => wait_seconds) > ${now}
+    order by ring_due_at`;
+  return rows.map((r) => r.test_id);
+}
+
+/**
+ * Ends the tests that could not ring by their report_after (ring_due_at + wait) as `no_session`:
+ * no instance held a session of the endpoint to ring it with. Afterwards they no longer count as
+ * outstanding. Narrowed to one test or one endpoint, or every test (the maintenance tick).
+ */
+export async function settleUnrungTestsUnscoped(sql: Sql | TxSql, now: Date, only: { testId: string } | { endpointId: string } | null = null): Promise<string[]> {
+  const narrow = only === null ? sql`` : 'testId' in only ? sql`and test_id = ${only.testId}` : sql`and endpoint_id = ${only.endpointId}`;
+  const rows = await sql<{ test_id: string }[]>`
+    update doorbell_tests set delivery = 'no_session', delivered_at = ${now}
+    where delivery is null and claimed_at is null and ring_due_at + make_interval(secs => wait_seconds) <= ${now} ${narrow}
+    returning test_id`;
+  return rows.map((r) => r.test_id);
 }
 
 /**

@@ -17,8 +17,17 @@ export let db: TestDb;
 export let app: TestApp;
 export let api: Api;
 export let agent: AppFixture['agent'];
+/** The file's operator (their token opens the API of any extra instance). */
+export let human: AppFixture['human'];
 
-export const vend = (queues = ['reviews'], via = api): Promise<Vended> => vendVia(via, { name: 'agent', queues });
+export const vend = (queues = ['reviews'], via = api, verbs?: string[]): Promise<Vended> =>
+  vendVia(via, verbs ? { name: 'agent', queues, verbs } : { name: 'agent', queues });
+
+/**
+ * A ring delay no test outlives: the starting instance's in-memory timer never fires, so the test
+ * ring comes only from a tick (`selfTests.ringOverdue`) once the clock passes the stored ring time.
+ */
+export const TICK_ONLY_RING_DELAY_MS = 600_000;
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -31,13 +40,13 @@ export const countOf = async (table: 'todos' | 'doorbell_tests', endpointId?: st
   );
 
 /** A database and app of the calling file's own (short ring delay, metrics token); the rate limiters refill before each test. */
-export function useSelfTestSuite(): void {
+export function useSelfTestSuite(opts: { ringDelayMs?: number } = {}): void {
   // Refills the clock-driven rate limiters; every test works on endpoints of its own.
   const f = withApp({
     clock: new ManualClock('2026-09-22T08:00:00Z'),
-    selfTestRingDelayMs: RING_DELAY_MS,
+    selfTestRingDelayMs: opts.ringDelayMs ?? RING_DELAY_MS,
     env: { SWITCHBOARD_METRICS_TOKEN: METRICS_TOKEN },
     refillMs: 60_000,
   });
-  beforeAll(() => void ({ db, app, api, agent } = f));
+  beforeAll(() => void ({ db, app, api, agent, human } = f));
 }

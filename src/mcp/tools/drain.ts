@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { LIST_MAX_LIMIT } from '../../domain/lifecycle.ts';
 import { TODO_STATES, type TodoState } from '../../services/todos.ts';
 import type { Worker } from '../../services/todo-work.ts';
-import { defineTool, type Tool, type ToolContext } from './tool.ts';
+import { defineTool, verbNotGranted, type Tool, type ToolContext } from './tool.ts';
 import { TODO_ID_PATTERN } from '../../domain/ids.ts';
 
 /** The drain verbs: how an agent takes work off its queues and finishes it. */
@@ -60,6 +60,12 @@ export const drainTools: Tool[] = [
       ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
       return claimed.view;
     },
+    async runUngranted(ctx, args) {
+      const claimed = await ctx.todoWork.claimOwnTest(workerOf(ctx), args.id);
+      if (!claimed) throw verbNotGranted('claim');
+      ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
+      return claimed.view;
+    },
   }),
   defineTool({
     name: 'claim_next',
@@ -74,6 +80,12 @@ export const drainTools: Tool[] = [
     async run(ctx, args) {
       const claimed = await ctx.todoWork.claimNext(workerOf(ctx), args.queue, { leaseTtlSeconds: args.lease_ttl_seconds, requireFence: args.require_fence });
       if (claimed.ackedRings) ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
+      return claimed.view;
+    },
+    async runUngranted(ctx, args) {
+      const claimed = await ctx.todoWork.claimOwnTest(workerOf(ctx), null, args.queue);
+      if (!claimed) throw verbNotGranted('claim_next');
+      ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
       return claimed.view;
     },
   }),

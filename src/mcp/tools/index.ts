@@ -19,4 +19,4 @@ export function toolsFor(session: Session): Tool[] {
   return [...granted, ...SELF_TOOLS.values()];
 }
 
-export { callTool, describeTool, toolError, type AgentServices, type Tool, type ToolContext } from './tool.ts';
+export { callTool, describeTool, toolError, verbNotGranted, type AgentServices, type Tool, type ToolContext } from './tool.ts';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Clock } from '../../lib/clock.ts';
-import type { SwitchboardError } from '../../domain/errors.ts';
+import { SwitchboardError } from '../../domain/errors.ts';
 import { classifyAndLog } from '../../web/errors.ts';
 import type { TodoWork } from '../../services/todo-work.ts';
 import type { AgentPresence } from '../../services/presence-agent.ts';
@@ -35,7 +35,11 @@ export interface Tool<S extends z.ZodType = z.ZodType> {
   description: string;
   input: S;
   run(ctx: ToolContext, args: z.infer<S>): Promise<unknown>;
+  /** What the verb does for an endpoint not granted it (claim: one's own self-test todo); absent: refused. */
+  runUngranted?(ctx: ToolContext, args: z.infer<S>): Promise<unknown>;
 }
+
+export const verbNotGranted = (name: string) => new SwitchboardError('forbidden', `verb "${name}" is not granted to this endpoint`);
 
 /** Helper so each tool's `run` sees its own argument type. */
 export const defineTool = <S extends z.ZodType>(tool: Tool<S>): Tool => tool as unknown as Tool;

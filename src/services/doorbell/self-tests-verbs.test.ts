@@ -285,13 +285,14 @@ describe('get_doorbell_test (REQ-8)', () => {
     expect(hintsFor('pending', 'claude-code')).toEqual([]);
     expect(hintsFor('no_stream', 'Claude-Code')).toEqual(hintsFor('unheard', 'claude-code'));
     expect(hintsFor('unheard', 'codex-mcp-client')).toEqual(hintsFor('unheard', 'crush'));
-    for (const v of ['unheard', 'no_stream', 'no_session', 'write_failed'] as const) {
+    for (const v of ['unheard', 'no_stream', 'no_session', 'write_failed', 'claimed_before_ring'] as const) {
       for (const client of ['claude-code', 'crush', null]) expect(hintsFor(v, client).at(-1)).toBe(TROUBLESHOOTING);
     }
     const at = new Date('2026-09-22T10:00:00Z');
     const row = (over: Partial<Parameters<typeof verdictOf>[0]>) => ({ delivery: 'written' as const, delivered_at: at, claimed_at: null, wait_seconds: 60, ...over });
     expect(verdictOf(row({ delivery: 'write_failed' }), at)).toBe('write_failed');
-    expect(verdictOf(row({ delivery: null, delivered_at: null }), new Date(at.getTime() + 3_600_000))).toBe('pending');
+    // Not rung yet is pending; at report_after the store ends an unrung test (self-tests-overdue.test.ts).
+    expect(verdictOf(row({ delivery: null, delivered_at: null }), new Date(at.getTime() + 1000))).toBe('pending');
     expect(verdictOf(row({ claimed_at: new Date(at.getTime() + 60_000) }), new Date(at.getTime() + 3_600_000))).toBe('pass');
     expect(verdictOf(row({ claimed_at: new Date(at.getTime() + 60_001) }), new Date(at.getTime() + 3_600_000))).toBe('unheard');
     expect(verdictOf(row({}), new Date(at.getTime() + 59_999))).toBe('pending');

@@ -9,8 +9,10 @@ import {
   cleanUpSelfTestsUnscoped,
   getSelfTest,
   recordTestDelivery,
+  overdueTestsUnscoped,
   selfTestEndpointUnscoped,
   settleUndeliveredTest,
+  settleUnrungTestsUnscoped,
   startSelfTest,
   takeTestDelivery,
   type Delivery,
@@ -32,8 +34,10 @@ export const TEST_RING_DELAY_MS = 2000;
 /** How long other instances get to take a test ring before it is settled as no_session. */
 export const TEST_TAKE_GRACE_MS = 3000;
 export const SELF_TEST_CLEANUP_INTERVAL_MS = 60_000;
+/** How often every instance rings the overdue tests it holds a session for and ends those that could not ring. */
+export const SELF_TEST_RING_INTERVAL_MS = 5_000;
 
-export type Verdict = 'pending' | 'pass' | 'no_session' | 'no_stream' | 'write_failed' | 'unheard';
+export type Verdict = 'pending' | 'pass' | 'claimed_before_ring' | 'no_session' | 'no_stream' | 'write_failed' | 'unheard';
 
 export const CHANNEL_NOTE =
   'The server advertised claude/channel. Whether a client listens to it cannot be observed from the server: only a claim of the test todo proves it.';
@@ -56,6 +60,10 @@ export function hintsFor(verdict: Verdict, clientName: string | null): string[] 
           'The client must support notifications/claude/channel and keep its notification stream (GET) open.',
           'See the connect guide for your client: /docs/connect#other-mcp-clients',
         ];
+  } else if (verdict === 'claimed_before_ring') {
+    hints = [
+      'The test todo was claimed before its doorbell was written (from the todo_id the test returned, or by polling), so the claim shows nothing about doorbells. Start a new test and claim its todo only when the doorbell arrives.',
+    ];
   } else if (verdict === 'no_session') {
     hints = ['Nothing is connected to this endpoint. Check the MCP URL and credential; switchboard doctor lists attached sessions.'];
   } else {
@@ -146,9 +154,13 @@ export class SelfTests {
   }
 
   async report(endpointId: string, testId: string) {
-    const row = typeof testId === 'string' ? await getSelfTest(this.sql, endpointId, testId) : null;
+    if (typeof testId !== 'string') throw notFound(`no self-test ${testId} on this endpoint`);
+    const now = this.clock.now();
+    // The verdict of a test that could not ring is final at report_after, whether or not a tick ran.
+    await settleUnrungTestsUnscoped(this.sql, now, { testId });
+    const row = await getSelfTest(this.sql, endpointId, testId);
     if (!row) throw notFound(`no self-test ${testId} on this endpoint`);
-    const verdict = verdictOf(row, this.clock.now());
+    const verdict = verdictOf(row, now);
     const claimedWithin =
       row.claimed_at && row.delivered_at ? Math.max(0, Math.round((row.claimed_at.getTime() - row.delivered_at.getTime()) / 100) / 10) : null;
     return {
@@ -186,6 +198,20 @@ export class SelfTests {
     const { todos, reports } = await cleanUpSelfTestsUnscoped(this.sql, now);
     const rings = await pruneRingsUnscoped(this.sql, now);
     if (todos || reports || rings) this.log.info({ synthetic_todos: todos, reports, rings }, 'self-test and ring housekeeping');
+  }
+
+  /**
+   * One tick on this instance: rings the overdue tests of endpoints with a session here (the
+   * instance that started a test may have stopped before its timer fired), then ends as
+   * `no_session` every test still unrung at its report_after.
+   */
+  async ringOverdue(): Promise<{ rung: number; settled: number }> {
+    const here = [...new Set(this.sessions.all().map((s) => s.endpoint.id))];
+    const overdue = await overdueTestsUnscoped(this.sql, here, this.clock.now());
+    for (const testId of overdue) await this.#deliverHere(testId);
+    const settled = await settleUnrungTestsUnscoped(this.sql, this.clock.now());
+    if (settled.length > 0) this.log.info({ test_ids: settled }, 'self-tests that could not ring ended as no_session');
+    return { rung: overdue.length, settled: settled.length };
   }
 
   stop(): void {
@@ -246,6 +272,8 @@ function firstClientName(capability: unknown): string | null {
 
 /** The verdict table of SPEC-0025 REQ-8. */
 export function verdictOf(t: Pick<SelfTestRow, 'delivery' | 'delivered_at' | 'claimed_at' | 'wait_seconds'>, now: Date): Verdict {
+  // A claim before the doorbell was written (e.g. of the todo_id test_doorbell returned) heard nothing.
+  if (t.claimed_at && (t.delivered_at === null || (t.delivery === 'written' && t.claimed_at < t.delivered_at))) return 'claimed_before_ring';
   if (t.delivery === null || t.delivered_at === null) return 'pending';
   if (t.delivery !== 'written') return t.delivery;
   const deadline = t.delivered_at.getTime() + t.wait_seconds * 1000;

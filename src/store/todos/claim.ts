@@ -123,3 +123,30 @@ export async function claimNextTodo(
     ), ${withAcknowledgements(sql, caller, now)}`;
   return row ?? null;
 }
+
+/**
+ * Claims the caller's own self-test todo, which needs no claim grant: by id (`todoId`), or, with
+ * no id, the one whose doorbell has been written and whose wait is running (what claim_next hands
+ * out before real work). Null when there is no such todo on `queues`.
+ */
+export async function claimOwnTestTodo(
+  sql: Sql,
+  caller: Caller,
+  queues: readonly string[],
+  now: Date,
+  todoId: string | null,
+): Promise<ClaimedTodo | null> {
+  const which = todoId !== null ? sql`d.todo_id = ${todoId}` : sql`d.delivery = 'written' and d.delivered_at + make_interval(secs => d.wait_seconds) > ${now}`;
+  const [row] = await sql<ClaimedTodo[]>`
+    with claimed as (
+      update todos t set ${claimSet(sql, caller, now, 0, null)}
+      where t.id = (
+          select d.todo_id from doorbell_tests d
+          where d.endpoint_id = ${caller.endpointId} and d.claimed_at is null and ${which}
+          order by d.created_at desc limit 1)
+        and t.endpoint_id = ${caller.endpointId} and t.synthetic and t.queue = any(${sql.array([...queues])}::text[])
+        and ${claimable(sql, caller.owner, now)}
+      returning t.*
+    ), ${withAcknowledgements(sql, caller, now)}`;
+  return row ?? null;
+}

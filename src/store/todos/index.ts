@@ -3,7 +3,7 @@ export { TODO_STATES, fullTodo, newTodoId, summarizeTodo, type Moved, type TodoR
 export { claimable, isPushEligible, leaseExpired, live, liveKey, pushEligible, retryDue } from './predicates.ts';
 export { insertEventAndTodo, type EventInput, type NewTodo } from './insert.ts';
 export type { Caller } from './reach.ts';
-export { SELF_TEST_RESULT, claimNextTodo, claimTodo, type ClaimedTodo } from './claim.ts';
+export { SELF_TEST_RESULT, claimNextTodo, claimOwnTestTodo, claimTodo, type ClaimedTodo } from './claim.ts';
 export { completeTodo, failTodo, heartbeatTodo, releaseTodo } from './transitions.ts';
 export { reapExpiredLeasesUnscoped, requeueDueRetriesUnscoped } from './sweeps.ts';
 export { getTodo, listTodos, queueStatsUnscoped, todoQueueUnscoped, type ListFilter } from './reads.ts';
