@@ -49,6 +49,8 @@ export interface AppOptions {
   log?: Logger;
   /** Background loops (the reaper). Tests turn them off and drive passes by hand. */
   loops?: boolean;
+  /** Runs every background loop this often instead of at its own interval (a test of the loops shortens them). */
+  loopIntervalMs?: number;
   /** How long after test_doorbell the test doorbell is written (default 2 s). */
   selfTestRingDelayMs?: number;
   /** Overrides the MCP rate limits (benchmarks lift them). */
@@ -110,7 +112,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
 
     if (opts.loops !== false) {
       for (const loop of maintenanceLoopsOf(services)) {
-        loops.push(runEvery(loop.name, loop.intervalMs, () => loop.tick(), { signal: shutdown.signal, log, runNow: loop.runNow }));
+        loops.push(runEvery(loop.name, opts.loopIntervalMs ?? loop.intervalMs, () => loop.tick(), { signal: shutdown.signal, log, runNow: loop.runNow }));
       }
     }
     if (!config.secretEncryptionKey && (await services.webhooks.signedCount()) > 0) {
