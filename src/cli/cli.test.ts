@@ -281,6 +281,26 @@ describe('switchboard doctor', () => {
     }
   });
 
+  it('exits 1 on an unheard self-test and prints its hints with the guide links as URLs of the server', async () => {
+    await run(['admin', 'human', 'add', 'doc5']);
+    const env = { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: (await run(['admin', 'token', 'create', 'doc5'])).out.trim() };
+    const e = JSON.parse((await run(['endpoint', 'vend', 'ignores-tests', '--json'], env)).out) as { slug: string; token: string };
+    const agent = await connectAgent(app, e, { name: 'some-other-client' });
+    try {
+      const doctor = run(['doctor', e.slug, '--wait', '10s'], env);
+      await until(() => agent.tests().length === 1, 'the test doorbell', 10_000);
+      app.clock.advance(11_000); // the wait is over and nothing claimed
+      const r = await doctor;
+      expect(r.out).toContain('verdict: unheard');
+      expect(r.out).toContain(`  - See the connect guide for your client: ${app.url}/docs/connect#other-mcp-clients\n`);
+      expect(r.out).toContain(`  - Troubleshooting: ${app.url}/docs/connect#troubleshooting on this Switchboard server\n`);
+      expect(r.code).toBe(1);
+      expect(r.err).toBe('switchboard: the self-test did not pass (verdict unheard)\n');
+    } finally {
+      await agent.client.close();
+    }
+  }, 30_000);
+
   it('exits 1 while a session of an endpoint that is in is unheard, and names the endpoint', async () => {
     await run(['admin', 'human', 'add', 'doc4']);
     const env = { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: (await run(['admin', 'token', 'create', 'doc4'])).out.trim() };
