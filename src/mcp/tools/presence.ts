@@ -11,7 +11,7 @@ export const presenceTools: Tool[] = [
   defineTool({
     name: 'clock_in',
     description:
-      'Start taking doorbells again. Outside your shift this keeps you in for `for` (a duration like "30m", "2h" or "1h30m"; default 1h, at most 8h) or until your shift starts, whichever is first; inside it, it just undoes a clock_out. Returns your presence.',
+      'Start taking doorbells again. Outside your shift this keeps you in for `for` (a duration like "30m", "2h" or "1h30m"; default 1h, at most 8h) or until your shift starts, whichever is first; inside it, it just undoes a clock_out. Repeating it while that is running changes nothing. Your human\'s clock-out is theirs to end: over it this is refused with failed_precondition (list_todos and claim_next still work). Returns your presence.',
     input: z.object({ for: z.string({ error: 'must be a duration like "30m", "2h" or "1h30m"' }).optional() }).strict(),
     async run(ctx, args) {
       return ctx.agentPresence.clockIn(ctx.session.endpoint.id, args.for);
