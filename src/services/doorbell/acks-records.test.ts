@@ -295,6 +295,27 @@ describe('ring records and claims agree whichever commits first (decision 12)', 
     expect(await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'todo', via: 'claim' })).toBe(acked + 1);
   });
 
+  it('a digest ring recorded after a claim of any todo of its endpoint is recorded as acknowledged by that claim', async () => {
+    const e = await vend();
+    const a = await agent(e);
+    const todoId = await push(e, 'counted by the digest');
+    await settle();
+    const backlog = await pushEligibleBacklog(db.sql, e.id);
+    const hold = holdRecords();
+    app.clock.advance(1000);
+    const digest = app.doorbell.deliverDigest(e.id, (ringId) => digestDoorbell(backlog, 'operator', app.clock.now(), ringId));
+    const ringId = digest.rung ? digest.ringId : '';
+    const acked = await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'digest', via: 'claim' });
+    app.clock.advance(1000);
+    const claimedAt = app.clock.now();
+    expect(await a.call('claim', { id: todoId })).toMatchObject({ state: 'claimed' });
+    hold.release();
+    let ring: RingRow | undefined;
+    await until(async () => (ring = await ringById(ringId)) !== undefined, 'the digest ring record');
+    expect(ring).toMatchObject({ kind: 'digest', acked_at: claimedAt, ack_via: 'claim', acked_session_id: a.sessionId, unheard_at: null });
+    await until(async () => (await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'digest', via: 'claim' })) === acked + 1, 'the acknowledgement counted');
+  });
+
   it('a record and a claim that cross (each commits unseen by the other) end acknowledged by that claim at the sweep, not unheard', async () => {
     const e = await vend();
     const a = await agent(e);
