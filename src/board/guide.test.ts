@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { connectAgent, until } from '../../test/support/agents.ts';
-import { alice, app, browser, clients, signedIn, useBoardSuite, vend } from '../../test/support/board.ts';
+import { alice, app, browser, clients, db, signedIn, useBoardSuite, vend } from '../../test/support/board.ts';
 import { CONNECT_GUIDE_PATH, GUIDE_LINK } from '../domain/guides.ts';
 import { TROUBLESHOOTING, hintsFor, type Verdict } from '../services/doorbell/self-tests.ts';
 import { BOARD_CSP } from './plugin.ts';
@@ -56,7 +56,8 @@ describe('the self-test report on the board', () => {
     const b = await signedIn(alice);
     expect((await b.post(`/endpoints/${e.id}/self-test`, { csrf_token: b.csrfToken })).status).toBe(303);
     await until(() => agent.tests().length === 1, 'the test doorbell');
-    app.clock.advance(61_000 * 5);
+    await until(async () => (await db.sql`select 1 from doorbell_tests where endpoint_id = ${e.id} and delivery = 'written'`).length === 1, 'the delivery record');
+    app.clock.advance(61_000);
     const page = (await b.get(`/endpoints/${e.id}`)).text;
     expect(/Verdict: <strong class="verdict-value">(\w+)/.exec(page)?.[1]).toBe('unheard');
     expect(page).toContain('See the connect guide for your client: <a href="/docs/connect#other-mcp-clients">/docs/connect#other-mcp-clients</a>');

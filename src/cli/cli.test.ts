@@ -284,11 +284,12 @@ describe('switchboard doctor', () => {
   it('exits 1 on an unheard self-test and prints its hints with the guide links as URLs of the server', async () => {
     await run(['admin', 'human', 'add', 'doc5']);
     const env = { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: (await run(['admin', 'token', 'create', 'doc5'])).out.trim() };
-    const e = JSON.parse((await run(['endpoint', 'vend', 'ignores-tests', '--json'], env)).out) as { slug: string; token: string };
+    const e = JSON.parse((await run(['endpoint', 'vend', 'ignores-tests', '--json'], env)).out) as { id: string; slug: string; token: string };
     const agent = await connectAgent(app, e, { name: 'some-other-client' });
     try {
       const doctor = run(['doctor', e.slug, '--wait', '10s'], env);
       await until(() => agent.tests().length === 1, 'the test doorbell', 10_000);
+      await until(async () => (await db.sql`select 1 from doorbell_tests where endpoint_id = ${e.id} and delivery = 'written'`).length === 1, 'the delivery record');
       app.clock.advance(11_000); // the wait is over and nothing claimed
       const r = await doctor;
       expect(r.out).toContain('verdict: unheard');
