@@ -12,7 +12,7 @@ const UNSCOPED = {
   'endpoints.ts': ['authenticateEndpointCredentialUnscoped', 'inactiveEndpointIdsUnscoped'],
   'presence.ts': ['presenceWatchlistUnscoped'],
   'rings.ts': ['markUnheardRingsUnscoped', 'pruneRingsUnscoped'],
-  'selftests.ts': ['cleanUpSelfTestsUnscoped', 'selfTestEndpointUnscoped'],
+  'selftests.ts': ['cleanUpSelfTestsUnscoped', 'overdueTestsUnscoped', 'selfTestEndpointUnscoped', 'settleUnrungTestsUnscoped'],
   'todos/push.ts': ['chargeDueRingsUnscoped'],
   'todos/reads.ts': ['queueStatsUnscoped', 'todoQueueUnscoped'],
   'todos/sweeps.ts': ['reapExpiredLeasesUnscoped', 'requeueDueRetriesUnscoped'],
