@@ -134,7 +134,7 @@ export function maintenanceLoopsOf(s: Services): MaintenanceLoop[] {
     unheardSweepLoop(s.acks),
     selfTestCleanupLoop(s.selfTests),
     selfTestRingLoop(s.selfTests),
-    doorbellSweepLoop({ sql, clock, log, doorbell: s.doorbell }),
+    doorbellSweepLoop({ sql, clock, log, doorbell: s.doorbell, presence: s.presence }),
     sessionJanitorLoop(s.sessions),
   ];
 }

@@ -11,7 +11,7 @@ import { rfc3339 } from '../domain/time.ts';
 import { TODO_STATES, summarizeTodo, type TodoService, type TodoState } from '../services/todos.ts';
 import type { OperatorPresence } from '../services/presence-operator.ts';
 import { inputsOf } from '../services/presence.ts';
-import { effective } from '../domain/presence/index.ts';
+import { effective, untilOnWire } from '../domain/presence/index.ts';
 import { humanGuard } from './auth.ts';
 import type { EndpointView, MeView, PushResult, RevokeResult, TodoList, VendResult } from './wire.ts';
 import type { Humans } from '../services/humans.ts';
@@ -64,7 +64,7 @@ export function endpointOut(
     created_at: rfc3339(e.created_at),
     revoked_at: rfc3339(e.revoked_at) ?? null,
     last_seen_at: rfc3339(e.last_seen_at) ?? null,
-    presence: { presence: eff.presence, source: eff.source, until: rfc3339(eff.until) ?? null },
+    presence: { presence: eff.presence, source: eff.source, until: untilOnWire(eff.until) },
     shift: e.shift,
     sessions: counts.sessions,
     unheard_sessions: counts.unheard_sessions,

@@ -6,8 +6,7 @@ import { inputsOf } from '../services/presence.ts';
 import { verdictOf } from '../services/doorbell/self-tests.ts';
 import type { Logger } from '../lib/log.ts';
 import { SSE_KEEPALIVE_MS, startKeepalive } from '../lib/sse.ts';
-import { effective } from '../domain/presence/index.ts';
-import { rfc3339 } from '../domain/time.ts';
+import { effective, untilOnWire } from '../domain/presence/index.ts';
 
 /**
  * Live updates for the board: one server-sent event stream per browser tab, carrying only the
@@ -124,7 +123,7 @@ class HumanWatch {
       const eff = effective(inputsOf(e), now);
       const counts = this.deps.sessionCounts(e.id);
       const test = tests.get(e.id);
-      const presence = { endpoint_id: e.id, presence: eff.presence, source: eff.source, until: rfc3339(eff.until) ?? null };
+      const presence = { endpoint_id: e.id, presence: eff.presence, source: eff.source, until: untilOnWire(eff.until) };
       const mark: EndpointMark = {
         presence: JSON.stringify(presence),
         rest: {

@@ -26,13 +26,17 @@ export function inputsOf(row: Pick<PresenceRow, 'shift' | 'presence_override' | 
   };
 }
 
+type CachedRow = Parameters<typeof inputsOf>[0] & Pick<PresenceRow, 'presence_seen'>;
+
 /**
- * The stored presence inputs of every endpoint with a session on this instance, so the doorbell
- * can ask "is it in?" without a query. Filled on session creation and on wakeups, re-read by the
- * evaluator, forgotten when an endpoint's last session here closes.
+ * The stored presence inputs and the last claimed presence (presence_seen) of every endpoint with
+ * a session on this instance, so the doorbell can ask "may it be rung?" without a query. Filled
+ * on session creation and on wakeups, re-read by the evaluator and after a claim, forgotten when
+ * an endpoint's last session here closes.
  */
 export class PresenceCache {
-  readonly #inputs = new Map<string, PresenceInputs>();
+  readonly #rows = new Map<string, { inputs: PresenceInputs; seen: Presence }>();
+  #onUnclaimed: (endpointId: string) => void = () => {};
 
   constructor(
     private readonly sql: Sql,
@@ -40,34 +44,52 @@ export class PresenceCache {
     sessions: SessionRegistry,
   ) {
     sessions.on('sessionClosed', (s) => {
-      if (sessions.sessionsOf(s.endpoint.id).length === 0) this.#inputs.delete(s.endpoint.id);
+      if (sessions.sessionsOf(s.endpoint.id).length === 0) this.#rows.delete(s.endpoint.id);
     });
   }
 
-  /** The effective presence now of an endpoint with sessions here (unknown endpoints are in). */
+  /** Called whenever a delivery decision finds an effective presence whose transition is not claimed yet. */
+  whenUnclaimed(listener: (endpointId: string) => void): void {
+    this.#onUnclaimed = listener;
+  }
+
+  /**
+   * The presence delivery decisions follow (DESIGN decision 9): in only when the effective
+   * presence is in AND that transition has been claimed; unknown endpoints are in. A transition
+   * found unclaimed is handed to whoever claims (which sends the digest) and holds until then.
+   */
   presenceOf(endpointId: string): Presence {
-    const inputs = this.#inputs.get(endpointId);
-    return inputs ? effective(inputs, this.clock.now()).presence : 'in';
+    const row = this.#rows.get(endpointId);
+    if (!row) return 'in';
+    const now = effective(row.inputs, this.clock.now()).presence;
+    if (now !== row.seen) this.#onUnclaimed(endpointId);
+    return now === 'in' && row.seen === 'in' ? 'in' : 'out';
   }
 
   has(endpointId: string): boolean {
-    return this.#inputs.has(endpointId);
+    return this.#rows.has(endpointId);
   }
 
-  /** Stores inputs read elsewhere (a wakeup that already read the row). */
-  set(endpointId: string, row: Parameters<typeof inputsOf>[0]): void {
-    this.#inputs.set(endpointId, inputsOf(row));
+  /** Endpoints held here whose effective presence differs from the claimed one. */
+  unclaimed(): string[] {
+    const now = this.clock.now();
+    return [...this.#rows].filter(([, r]) => effective(r.inputs, now).presence !== r.seen).map(([id]) => id);
   }
 
-  /** Loads an endpoint's presence inputs (on session creation, and after a write here). */
+  /** Stores a row read elsewhere (a wakeup or a claim that already read it). */
+  set(endpointId: string, row: CachedRow): void {
+    this.#rows.set(endpointId, { inputs: inputsOf(row), seen: row.presence_seen });
+  }
+
+  /** Loads an endpoint's presence row (on session creation, and after a write or claim here). */
   async load(endpointId: string): Promise<void> {
     const row = await readPresence(this.sql, endpointId);
-    if (row) this.#inputs.set(endpointId, inputsOf(row));
+    if (row) this.set(endpointId, row);
   }
 
   /** Re-reads every cached endpoint: the safety net for a missed wakeup. */
   async refresh(): Promise<void> {
-    const rows = await readPresenceMany(this.sql, [...this.#inputs.keys()]);
-    for (const row of rows) if (this.#inputs.has(row.id)) this.#inputs.set(row.id, inputsOf(row));
+    const rows = await readPresenceMany(this.sql, [...this.#rows.keys()]);
+    for (const row of rows) if (this.#rows.has(row.id)) this.set(row.id, row);
   }
 }

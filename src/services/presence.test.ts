@@ -94,17 +94,20 @@ describe('held doorbells', () => {
     expect(await a.call('claim_next')).toMatchObject({ empty: false, todo: { id } });
   });
 
-  it('a repeated clock_out changes nothing and sends nothing', async () => {
+  it('a repeated clock_out changes nothing and sends nothing, with todos waiting', async () => {
     const e = await vend();
     const a = await agent(e);
     const first = await a.call('clock_out');
+    const ids = [await push(e, 'held one'), await push(e, 'held two')];
     const [before] = await db.sql`select override_set_at from endpoints where id = ${e.id}`;
     app.clock.advance(60_000);
-    expect(await a.call('clock_out')).toEqual(first);
+    expect(await a.call('clock_out')).toEqual({ ...first, pending: 2 });
     const [after] = await db.sql`select override_set_at from endpoints where id = ${e.id}`;
     expect(after!.override_set_at).toEqual(before!.override_set_at);
+    await app.presence.evaluate({ endpointId: e.id });
     await settleLonger();
     expect(a.heard).toEqual([]);
+    for (const id of ids) expect(await todoRow(id)).toMatchObject({ ring_attempts: 0, last_ringed_at: null });
   });
 });
 

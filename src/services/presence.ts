@@ -3,7 +3,14 @@ import type { ChannelPayloads } from '../store/channels.ts';
 import type { Sql } from '../db/connect.ts';
 import type { Logger } from '../lib/log.ts';
 import { SessionRegistry } from '../sessions/registry.ts';
-import { effective, type EffectivePresence, type Presence, type PresenceInputs } from '../domain/presence/index.ts';
+import {
+  effective,
+  overrideEndsAtShiftStart,
+  untilOnWire,
+  type EffectivePresence,
+  type Presence,
+  type PresenceInputs,
+} from '../domain/presence/index.ts';
 import {
   claimPresenceTransitions,
   clearDeadOverride,
@@ -14,9 +21,9 @@ import {
   writeShift,
   type OverrideColumns,
   type PresenceRow,
+  type PresenceTransition,
 } from '../store/presence.ts';
 import { markDigestRung, pushEligibleBacklog, pushEligibleCount } from '../store/todos/index.ts';
-import { rfc3339 } from '../domain/time.ts';
 import { digestDoorbell, type DigestReason } from './doorbell/digest.ts';
 import type { Doorbell } from './doorbell/doorbell.ts';
 import { DoorbellGate } from './doorbell/gate.ts';
@@ -42,6 +49,14 @@ export interface PresenceView {
   pending: number;
 }
 
+/** Who caused a transition the evaluator found (no writer named): the override, its end, or the shift. */
+function causeOf(inputs: PresenceInputs, eff: EffectivePresence, overrideEnded: boolean, overrideBy: string | null): ChangedBy {
+  if (eff.source === 'agent') return 'agent';
+  if (eff.source === 'operator') return (overrideBy ?? 'operator:unknown') as ChangedBy;
+  if (overrideEnded && !overrideEndsAtShiftStart(inputs)) return 'override_end';
+  return 'shift';
+}
+
 function digestReason(by: string | null): DigestReason {
   if (by === 'agent') return 'clock_in';
   if (by?.startsWith('operator:')) return 'operator';
@@ -56,6 +71,11 @@ function digestReason(by: string | null): DigestReason {
  */
 export class PresenceService {
   readonly #reconnectGate: DoorbellGate;
+  /** Endpoint id -> presence_changed_at of the last in-transition this instance claimed (and digested). */
+  readonly #ownClaims = new Map<string, number>();
+  /** Claim statements in flight, by endpoint: a broadcast waits for them to know whose claim it hears. */
+  readonly #pendingClaims = new Map<string, Promise<unknown>>();
+  readonly #claiming = new Map<string, Promise<unknown>>();
   private readonly sql: Sql;
   private readonly clock: Clock;
   private readonly log: Logger;
@@ -71,6 +91,7 @@ export class PresenceService {
   ) {
     ({ sql: this.sql, clock: this.clock, log: this.log } = base);
     this.#reconnectGate = new DoorbellGate(this.clock, RECONNECT_DIGEST_GATE_MS);
+    cache.whenUnclaimed((endpointId) => void this.claim(endpointId));
     sessions.on('endpointStreamAttached', (endpointId) => {
       void this.#reconnectDigest(endpointId).catch((err: unknown) =>
         this.log.warn({ endpoint_id: endpointId, err: (err as Error).message }, 'reconnect digest failed'),
@@ -78,7 +99,7 @@ export class PresenceService {
     });
   }
 
-  /** The effective presence now of an endpoint with sessions here (unknown endpoints are in). */
+  /** The presence delivery follows, of an endpoint with sessions here: in only once its return was claimed. */
   presenceOf(endpointId: string): Presence {
     return this.cache.presenceOf(endpointId);
   }
@@ -107,7 +128,7 @@ export class PresenceService {
     return {
       presence: eff.presence,
       source: eff.source,
-      until: rfc3339(eff.until) ?? null,
+      until: untilOnWire(eff.until),
       shift: row.shift,
       pending: await pushEligibleCount(this.sql, endpointId),
     };
@@ -139,20 +160,43 @@ export class PresenceService {
   }
 
   async #afterWrite(endpointId: string, by: ChangedBy): Promise<void> {
-    await this.load(endpointId);
-    await notifyPresenceWritten(this.sql, endpointId);
+    // Claim before this instance's cache sees the new inputs, so the claim records who wrote them.
     await this.evaluate({ endpointId, by });
+    await notifyPresenceWritten(this.sql, endpointId);
+  }
+
+  /**
+   * Claims one endpoint's due transition now, if any (DESIGN decision 9): the push path and the
+   * sweep call this when they find an effective presence whose transition is unclaimed, through
+   * the same code as the evaluator. Concurrent calls for one endpoint share one claim.
+   */
+  claim(endpointId: string): Promise<unknown> {
+    let running = this.#claiming.get(endpointId);
+    if (!running) {
+      running = this.evaluate({ endpointId })
+        .catch((err: unknown) => this.log.warn({ endpoint_id: endpointId, err: (err as Error).message }, 'presence claim failed'))
+        .finally(() => this.#claiming.delete(endpointId));
+      this.#claiming.set(endpointId, running);
+    }
+    return running;
+  }
+
+  /** Claims every unclaimed transition of the endpoints held here (the sweep, before it charges rings). */
+  async claimHeldHere(): Promise<void> {
+    await Promise.all(this.cache.unclaimed().map((id) => this.claim(id)));
   }
 
   /**
    * Claims every presence transition that is due: each endpoint whose effective presence differs
-   * from presence_seen is advanced by one conditional update, and only the instance whose update
-   * changed the row logs it and broadcasts it. Runs every 30 s and right after a presence write.
+   * from presence_seen is advanced by one conditional update (applied only while its override and
+   * shift are those it was computed from), and only the instance whose update changed the row logs
+   * it, broadcasts it and sends its own sessions the digest. Runs every 30 s, right after a
+   * presence write, and whenever a delivery decision finds a transition unclaimed.
    */
   async evaluate(opts: { endpointId?: string; by?: ChangedBy } = {}): Promise<number> {
     const now = this.clock.now();
     const rows = opts.endpointId ? [await readPresence(this.sql, opts.endpointId)].filter((r) => r !== null) : await presenceWatchlistUnscoped(this.sql);
-    const wanted: { row: PresenceRow; eff: EffectivePresence; by: ChangedBy }[] = [];
+    const wanted: { row: PresenceRow; eff: EffectivePresence; transition: PresenceTransition }[] = [];
     for (const row of rows) {
       if (row.state !== 'active') continue;
       const inputs = inputsOf(row);
@@ -161,36 +205,68 @@ export class PresenceService {
       const overrideEnded = inputs.override !== null && eff.source !== 'agent' && eff.source !== 'operator';
       if (overrideEnded) await clearDeadOverride(this.sql, row.id, inputs.overrideSetAt);
       if (eff.presence === row.presence_seen) continue;
-      wanted.push({ row, eff, by: opts.by ?? (overrideEnded ? 'override_end' : 'shift') });
+      const by = opts.by ?? causeOf(inputs, eff, overrideEnded, row.override_by);
+      const from = overrideEnded ? { override: null, overrideSetAt: null, shift: row.shift } : { override: row.presence_override, overrideSetAt: row.override_set_at, shift: row.shift };
+      wanted.push({ row, eff, transition: { endpointId: row.id, to: eff.presence, by, from } });
     }
-    const claimed = await claimPresenceTransitions(
-      this.sql,
-      wanted.map((w) => ({ endpointId: w.row.id, to: w.eff.presence, by: w.by })),
-      now,
-    );
+    // Marked as this instance's own before anyone awaiting the claim resumes, so its own broadcast is skipped.
+    const claiming = claimPresenceTransitions(this.sql, wanted.map((w) => w.transition), now).then((won) => {
+      for (const c of won) if (c.to === 'in') this.#ownClaims.set(c.endpointId, now.getTime());
+      return won;
+    });
+    for (const w of wanted) this.#pendingClaims.set(w.row.id, claiming);
+    const claimed = await claiming.finally(() => {
+      for (const w of wanted) if (this.#pendingClaims.get(w.row.id) === claiming) this.#pendingClaims.delete(w.row.id);
+    });
     const won = new Set(claimed.map((c) => c.endpointId));
-    for (const { row, eff, by } of wanted) {
+    if (opts.endpointId) {
+      if (this.cache.has(opts.endpointId)) await this.cache.load(opts.endpointId);
+    } else await this.cache.refresh();
+    for (const { row, eff, transition } of wanted) {
       if (!won.has(row.id)) continue;
-      if (eff.presence === 'in') this.onBackIn(row.id, digestReason(by));
       this.log.info(
-        { slug: row.slug, from: row.presence_seen, to: eff.presence, source: eff.source, by, until: rfc3339(eff.until) ?? null },
+        { slug: row.slug, from: row.presence_seen, to: eff.presence, source: eff.source, by: transition.by, until: untilOnWire(eff.until) },
         'presence changed',
       );
+      if (eff.presence !== 'in') continue;
+      const reason = digestReason(transition.by);
+      this.onBackIn(row.id, reason);
+      await this.#digestIfStillIn(row.id, reason).catch((err: unknown) =>
+        this.log.warn({ endpoint_id: row.id, err: (err as Error).message }, 'presence digest failed'),
+      );
     }
-    if (!opts.endpointId) await this.cache.refresh();
     return claimed.length;
   }
 
   /**
    * LISTEN endpoint_presence. `<id>:in` / `<id>:out` is a claimed transition: refresh, and on `in`
-   * send one digest to one local session with an open stream. `<id>:refresh` only refreshes.
+   * send one digest to one local session with an open stream, unless this instance claimed it
+   * (the claimant already sent its own). `<id>:refresh` only refreshes.
    */
   async onWakeup({ endpointId, change }: ChannelPayloads['endpoint_presence']): Promise<void> {
     if (this.sessions.sessionsOf(endpointId).length === 0) return;
+    await this.#pendingClaims.get(endpointId)?.catch(() => {});
     const row = await readPresence(this.sql, endpointId);
     if (!row) return;
     this.cache.set(endpointId, row);
-    if (change === 'in') await this.sendDigest(endpointId, digestReason(row.presence_changed_by));
+    if (change !== 'in') return;
+    const claimedHere = this.#ownClaims.get(endpointId);
+    if (claimedHere !== undefined && claimedHere === row.presence_changed_at?.getTime()) {
+      this.#ownClaims.delete(endpointId);
+      return;
+    }
+    await this.#digestIfStillIn(endpointId, digestReason(row.presence_changed_by));
+  }
+
+  /** The return digest, re-checked just before it is sent: the row must still be claimed in and be in. */
+  async #digestIfStillIn(endpointId: string, reason: DigestReason): Promise<void> {
+    if (this.sessions.sessionsOf(endpointId).length === 0) return;
+    const row = await readPresence(this.sql, endpointId);
+    if (!row || row.state !== 'active' || row.presence_seen !== 'in' || effective(inputsOf(row), this.clock.now()).presence !== 'in') {
+      this.log.info({ endpoint_id: endpointId, reason }, 'digest not sent: no longer in');
+      return;
+    }
+    await this.sendDigest(endpointId, reason);
   }
 
   /**

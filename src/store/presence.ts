@@ -115,27 +115,43 @@ export interface PresenceTransition {
   endpointId: string;
   to: 'in' | 'out';
   by: string;
+  /** The inputs the transition was computed from: the claim applies only while they still hold. */
+  from: { override: 'in' | 'out' | null; overrideSetAt: Date | null; shift: string | null };
 }
 
 /**
  * Claims presence transitions in one statement: each row moves only if its presence_seen still
- * differs, so across instances and restarts exactly one caller claims each transition. Only the
- * claimed rows are returned, and only they are broadcast on `endpoint_presence` (at commit).
+ * differs and its override and shift are still those the transition was computed from (a write in
+ * between makes the claim stale), so across instances and restarts exactly one caller claims each
+ * transition. Only the claimed rows are returned, and only they are broadcast on
+ * `endpoint_presence` (at commit).
  */
 export async function claimPresenceTransitions(sql: Sql, changes: readonly PresenceTransition[], now: Date): Promise<PresenceTransition[]> {
   if (changes.length === 0) return [];
-  const rows = await sql<{ id: string; to: 'in' | 'out'; by: string }[]>`
+  const wanted = changes.map((c) => ({
+    id: c.endpointId,
+    to_presence: c.to,
+    by_whom: c.by,
+    override: c.from.override,
+    set_at: c.from.overrideSetAt?.toISOString() ?? null,
+    shift: c.from.shift,
+  }));
+  const rows = await sql<{ id: string }[]>`
     with wanted as (
-      select * from unnest(${sql.array(changes.map((c) => c.endpointId))}::uuid[],
-                           ${sql.array(changes.map((c) => c.to))}::text[],
-                           ${sql.array(changes.map((c) => c.by))}::text[]) as w(id, to_presence, by_whom)
+      select * from jsonb_to_recordset(${sql.json(wanted)})
+        as w(id uuid, to_presence text, by_whom text, override text, set_at timestamptz, shift text)
     ), claimed as (
       update endpoints e set presence_seen = w.to_presence, presence_changed_at = ${now}, presence_changed_by = w.by_whom
-      from wanted w where e.id = w.id and e.presence_seen <> w.to_presence
-      returning e.id, w.to_presence as to, w.by_whom as by
+      from wanted w
+      where e.id = w.id and e.presence_seen <> w.to_presence
+        and e.presence_override is not distinct from w.override
+        and e.override_set_at is not distinct from w.set_at
+        and e.shift is not distinct from w.shift
+      returning e.id, w.to_presence as to
     )
-    select c.id, c.to, c.by, ${presenceNotifyPerRow(sql, 'c.id', 'c.to')} from claimed c`;
-  return rows.map((r) => ({ endpointId: r.id, to: r.to, by: r.by }));
+    select c.id, ${presenceNotifyPerRow(sql, 'c.id', 'c.to')} from claimed c`;
+  const won = new Set(rows.map((r) => r.id));
+  return changes.filter((c) => won.has(c.endpointId));
 }
 
 /**

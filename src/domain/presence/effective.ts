@@ -1,3 +1,4 @@
+import { rfc3339 } from '../time.ts';
 import { isInShift, nextShiftBoundary, type Shift } from './shift.ts';
 
 export type Presence = 'in' | 'out';
@@ -40,6 +41,21 @@ export function overrideEnd(inputs: PresenceInputs): Date | null {
   if (inputs.override === null) return null;
   const end = overrideEndMs(inputs);
   return end === null ? null : new Date(end);
+}
+
+/**
+ * True when the override stops deciding exactly where its shift starts: the endpoint comes back
+ * because the shift started (reason `shift_start`), whatever the override left behind.
+ */
+export function overrideEndsAtShiftStart(inputs: PresenceInputs): boolean {
+  const end = overrideEnd(inputs);
+  if (end === null || inputs.shift === null) return false;
+  return isInShift(inputs.shift, end) && !isInShift(inputs.shift, new Date(end.getTime() - 1));
+}
+
+/** `until` as every wire shows it: whole seconds rounded up, never earlier than the real change. */
+export function untilOnWire(until: Date | null): string | null {
+  return until === null ? null : rfc3339(new Date(Math.ceil(until.getTime() / 1000) * 1000));
 }
 
 /** What decides without an override: the shift, else the default `in`. */

@@ -3,16 +3,30 @@ import type { Sql } from '../../db/connect.ts';
 import type { Logger } from '../../lib/log.ts';
 import { chargeDueRingsUnscoped } from '../../store/todos/index.ts';
 import type { Doorbell } from '../doorbell/doorbell.ts';
+import type { PresenceService } from '../presence.ts';
 
 import type { MaintenanceLoop } from './loop.ts';
 
 export const SWEEP_INTERVAL_MS = 30_000;
 
+export interface SweepDeps {
+  sql: Sql;
+  clock: Clock;
+  log: Logger;
+  doorbell: Doorbell;
+  /** Claims the presence transitions found due here first, so their digest goes before any ring. */
+  presence?: Pick<PresenceService, 'claimHeldHere'>;
+  receivers?: () => string[];
+}
+
 /**
  * One heartbeat sweep on this instance: re-ring due, unclaimed todos, but only for endpoints
- * that have a session attached here. A ring nobody could receive is not charged.
+ * that have a session attached here and whose return to in has been claimed (DESIGN decision 9):
+ * a transition still unclaimed is claimed first, which sends its digest instead of single rings.
+ * A ring nobody could receive is not charged.
  */
-export async function sweepOnce(deps: { sql: Sql; clock: Clock; log: Logger; doorbell: Doorbell; receivers?: () => string[] }): Promise<number> {
+export async function sweepOnce(deps: SweepDeps): Promise<number> {
+  await deps.presence?.claimHeldHere();
   const receivers = deps.receivers ? deps.receivers() : deps.doorbell.receivers();
   if (receivers.length === 0) return 0;
   const charged = await chargeDueRingsUnscoped(deps.sql, receivers, deps.clock.now());
@@ -23,7 +37,7 @@ export async function sweepOnce(deps: { sql: Sql; clock: Clock; log: Logger; doo
   return charged.length;
 }
 
-export const doorbellSweepLoop = (deps: Parameters<typeof sweepOnce>[0]): MaintenanceLoop => ({
+export const doorbellSweepLoop = (deps: SweepDeps): MaintenanceLoop => ({
   name: 'doorbell-sweep',
   intervalMs: SWEEP_INTERVAL_MS,
   tick: () => sweepOnce(deps),

@@ -72,7 +72,8 @@ export const SWEEP_LIMIT = 3;
 
 /**
  * The heartbeat sweep's pick-and-charge, in one transaction: pending push-eligible todos of active
- * endpoints among `receivers` whose next ring is due, ranked per endpoint so one deep backlog
+ * endpoints among `receivers` whose return to in has been claimed (presence_seen; the digest
+ * covers an unclaimed one) and whose next ring is due, ranked per endpoint so one deep backlog
  * cannot starve the rest, at most `limit`, each charged one ring. Unscoped by design: it has no
  * caller, and each row it returns names its own endpoint.
  */
@@ -91,7 +92,7 @@ export async function chargeDueRingsUnscoped(
       with due as materialized (
         select t.id, t.last_ringed_at, t.created_at, t.seq,
                row_number() over (partition by t.endpoint_id order by t.last_ringed_at nulls first, t.created_at, t.seq) as turn
-        from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active'
+        from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active' and e.presence_seen = 'in'
         where t.endpoint_id = any(${tx.array([...receivers])}::uuid[])
           and ${pushEligible(tx)}
           and t.ring_attempts < ${RING_BUDGET}
