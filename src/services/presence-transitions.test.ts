@@ -128,7 +128,7 @@ describe('stale transitions', () => {
     await app.presence.setOverride(e.id, { override: 'out', overrideUntil: null, overrideSetAt: app.clock.now(), overrideBy: 'agent' }, 'agent');
     // ... and then the stale evaluator claims what it computed.
     const from = { override: seen.presence_override, overrideSetAt: seen.override_set_at, shift: seen.shift };
-    expect(await claimPresenceTransitions(db.sql, [{ endpointId: e.id, to: 'in', by: 'shift', from }], app.clock.now())).toEqual([]);
+    expect(await claimPresenceTransitions(db.sql, [{ endpointId: e.id, to: 'in', by: 'shift', reason: 'shift_start', from }], app.clock.now())).toEqual([]);
     expect(await readPresence(db.sql, e.id)).toMatchObject({ presence_seen: 'out', presence_override: 'out' });
     // A broadcast `in` that arrives late is re-checked against the row before any digest.
     await app.presence.onWakeup({ endpointId: e.id, change: 'in' });
@@ -245,6 +245,30 @@ describe('a missed broadcast', () => {
       await push(e, 'held on B');
       await settle(200);
       expect(onB.heard).toEqual([]);
+    } finally {
+      await b.stop();
+    }
+  });
+});
+
+describe('two instances at a shift start', () => {
+  it('the sweep on B claims it: each instance digests its own session once, nobody is rung singly', async () => {
+    const day = '2026-10-26'; // Monday
+    app.clock.set(`${day}T08:30:00Z`);
+    const b = await startTestApp(db.url, new ManualClock(app.clock.now()));
+    try {
+      const e = await vend();
+      await api('PUT', `/api/v1/endpoints/${e.slug}/shift`, { shift: SHIFT });
+      const [onA, onB] = [await agent(e, app), await agent(e, b)];
+      const ids = [await push(e, 'one'), await push(e, 'two')];
+      for (const c of [app.clock, b.clock]) c.set(`${day}T09:00:10Z`);
+      await sweep(b);
+      await sweep(app);
+      await app.presence.evaluate();
+      await until(() => onA.digests().length === 1 && onB.digests().length === 1, 'one digest on each instance');
+      await settle(200);
+      for (const a of [onA, onB]) expect(a.heard.map((n) => n.params.meta.kind)).toEqual(['digest']);
+      expect(await ringAttempts(ids)).toEqual([0, 0]);
     } finally {
       await b.stop();
     }
