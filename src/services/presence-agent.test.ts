@@ -1,8 +1,9 @@
 import { Writable } from 'node:stream';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { vend as vendVia, withApp, type Api, type AppFixture, type TestApp, type TestDb, type Vended } from '../../test/support/fixtures.ts';
+import { startTestApp, vend as vendVia, withApp, type Api, type AppFixture, type TestApp, type TestDb, type Vended } from '../../test/support/fixtures.ts';
 import { ManualClock } from '../lib/clock.ts';
 import { createLogger } from '../lib/log.ts';
+import { until } from '../../test/support/agents.ts';
 
 /**
  * Who may change presence, and what every change leaves behind (SPEC-0022, ADR-0027 "The human
@@ -129,5 +130,24 @@ describe('every presence write is audited', () => {
     expect(writes(e.slug).at(-1)).toMatchObject({ write: 'override', by: human, from: 'out', to: 'out', source: 'shift' });
     expect(writes(e.slug)).toHaveLength(5);
     for (const line of writes(e.slug)) expect(Object.keys(line)).toEqual(expect.arrayContaining(['slug', 'from', 'to', 'source', 'until', 'by', 'at']));
+  });
+
+  it('an override running out is recorded as changed by shift, and the digest on another instance still says override_end', async () => {
+    const e = await vend();
+    await api('PUT', `/api/v1/endpoints/${e.slug}/presence`, { presence: 'out', until: w('2026-09-21T21:00:00Z') });
+    const b = await startTestApp(db.url, new ManualClock(app.clock.now()));
+    try {
+      const onB = await fixture.agent(e, b);
+      await api('POST', `/api/v1/endpoints/${e.slug}/todos`, { title: 'held', queue: 'reviews' });
+      app.clock.set(w('2026-09-21T21:00:01Z'));
+      b.clock.set(w('2026-09-21T21:00:01Z'));
+      expect(await app.presence.evaluate({ endpointId: e.id })).toBe(1);
+      const [changed] = await db.sql`select presence_seen, presence_changed_by from endpoints where id = ${e.id}`;
+      expect(changed).toEqual({ presence_seen: 'in', presence_changed_by: 'shift' });
+      await until(() => onB.digests().length === 1, "B's digest");
+      expect(onB.digests()[0]!.params.meta).toMatchObject({ kind: 'digest', reason: 'override_end', pending: '1' });
+    } finally {
+      await b.stop();
+    }
   });
 });

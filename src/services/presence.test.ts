@@ -333,7 +333,7 @@ describe('two instances', () => {
       expect(await b.presence.evaluate({ endpointId: e.id })).toBe(1);
       expect(await c.presence.evaluate({ endpointId: e.id })).toBe(0);
       const [row] = await db.sql`select presence_seen, presence_changed_by, presence_override from endpoints where id = ${e.id}`;
-      expect(row).toEqual({ presence_seen: 'in', presence_changed_by: 'override_end', presence_override: null });
+      expect(row).toEqual({ presence_seen: 'in', presence_changed_by: 'shift', presence_override: null });
     } finally {
       await Promise.all([b.stop(), c.stop()]);
     }

@@ -37,8 +37,8 @@ export { inputsOf };
 export const PRESENCE_EVALUATOR_INTERVAL_MS = 30_000;
 export const RECONNECT_DIGEST_GATE_MS = 10 * 60_000;
 
-/** Who changed presence: `agent`, `operator:<human_id>`, `shift`, or an override running out. */
-export type ChangedBy = 'agent' | `operator:${string}` | 'shift' | 'override_end';
+/** Who changed presence (SPEC-0022): `agent`, `operator:<human_id>`, or `shift` (also when an override runs out). */
+export type ChangedBy = 'agent' | `operator:${string}` | 'shift';
 
 /** The shape the presence verbs and routes answer with. */
 export interface PresenceView {
@@ -49,19 +49,28 @@ export interface PresenceView {
   pending: number;
 }
 
-/** Who caused a transition the evaluator found (no writer named): the override, its end, or the shift. */
-function causeOf(inputs: PresenceInputs, eff: EffectivePresence, overrideEnded: boolean, overrideBy: string | null): ChangedBy {
+/** Who caused a transition the evaluator found (no writer named): the override's author, else the shift. */
+function causeOf(eff: EffectivePresence, overrideBy: string | null): ChangedBy {
   if (eff.source === 'agent') return 'agent';
   if (eff.source === 'operator') return (overrideBy ?? 'operator:unknown') as ChangedBy;
-  if (overrideEnded && !overrideEndsAtShiftStart(inputs)) return 'override_end';
   return 'shift';
 }
 
-function digestReason(by: string | null): DigestReason {
+/** Why a transition happened, as its digest says it: an override running out is not a shift start. */
+function digestReason(by: ChangedBy, overrideRanOut: boolean): DigestReason {
   if (by === 'agent') return 'clock_in';
-  if (by?.startsWith('operator:')) return 'operator';
-  if (by === 'override_end') return 'override_end';
-  return 'shift_start';
+  if (by.startsWith('operator:')) return 'operator';
+  return overrideRanOut ? 'override_end' : 'shift_start';
+}
+
+const DIGEST_REASONS: readonly string[] = ['clock_in', 'operator', 'shift_start', 'override_end'] satisfies DigestReason[];
+
+/** The digest reason the claim stored (a row claimed by an older version: from who changed it). */
+function storedReason(row: PresenceRow): DigestReason {
+  const stored = row.presence_change_reason;
+  if (stored !== null && DIGEST_REASONS.includes(stored)) return stored as DigestReason;
+  const by = row.presence_changed_by ?? 'shift';
+  return digestReason(by === 'agent' || by.startsWith('operator:') ? (by as ChangedBy) : 'shift', by === 'override_end');
 }
 
 /**
@@ -205,9 +214,10 @@ export class PresenceService {
       const overrideEnded = inputs.override !== null && eff.source !== 'agent' && eff.source !== 'operator';
       if (overrideEnded) await clearDeadOverride(this.sql, row.id, inputs.overrideSetAt);
       if (eff.presence === row.presence_seen) continue;
-      const by = opts.by ?? causeOf(inputs, eff, overrideEnded, row.override_by);
+      const by = opts.by ?? causeOf(eff, row.override_by);
+      const reason = digestReason(by, overrideEnded && !overrideEndsAtShiftStart(inputs));
       const from = overrideEnded ? { override: null, overrideSetAt: null, shift: row.shift } : { override: row.presence_override, overrideSetAt: row.override_set_at, shift: row.shift };
-      wanted.push({ row, eff, transition: { endpointId: row.id, to: eff.presence, by, from } });
+      wanted.push({ row, eff, transition: { endpointId: row.id, to: eff.presence, by, reason, from } });
     }
     // Marked as this instance's own before anyone awaiting the claim resumes, so its own broadcast is skipped.
     const claiming = claimPresenceTransitions(this.sql, wanted.map((w) => w.transition), now).then((won) => {
@@ -229,7 +239,7 @@ export class PresenceService {
         'presence changed',
       );
       if (eff.presence !== 'in') continue;
-      const reason = digestReason(transition.by);
+      const reason = transition.reason as DigestReason;
       this.onBackIn(row.id, reason);
       await this.#digestIfStillIn(row.id, reason).catch((err: unknown) =>
         this.log.warn({ endpoint_id: row.id, err: (err as Error).message }, 'presence digest failed'),
@@ -255,7 +265,7 @@ export class PresenceService {
       this.#ownClaims.delete(endpointId);
       return;
     }
-    await this.#digestIfStillIn(endpointId, digestReason(row.presence_changed_by));
+    await this.#digestIfStillIn(endpointId, storedReason(row));
   }
 
   /** The return digest, re-checked just before it is sent: the row must still be claimed in and be in. */

@@ -14,11 +14,13 @@ export interface PresenceRow {
   presence_seen: 'in' | 'out';
   presence_changed_at: Date | null;
   presence_changed_by: string | null;
+  /** The digest reason of the last claimed transition (clock_in, operator, shift_start, override_end). */
+  presence_change_reason: string | null;
 }
 
 const presenceColumns = (sql: Sql) => sql`
   e.id, e.slug, e.state, e.shift, e.presence_override, e.override_until, e.override_set_at, e.override_by,
-  e.presence_seen, e.presence_changed_at, e.presence_changed_by`;
+  e.presence_seen, e.presence_changed_at, e.presence_changed_by, e.presence_change_reason`;
 
 /** By endpoint id: callers have already resolved the endpoint within their own reach. */
 export async function readPresence(sql: Sql, endpointId: string): Promise<PresenceRow | null> {
@@ -115,6 +117,8 @@ export interface PresenceTransition {
   endpointId: string;
   to: 'in' | 'out';
   by: string;
+  /** Why, as the digest says it: stored with the claim so every instance's digest agrees. */
+  reason: string;
   /** The inputs the transition was computed from: the claim applies only while they still hold. */
   from: { override: 'in' | 'out' | null; overrideSetAt: Date | null; shift: string | null };
 }
@@ -132,6 +136,7 @@ export async function claimPresenceTransitions(sql: Sql, changes: readonly Prese
     id: c.endpointId,
     to_presence: c.to,
     by_whom: c.by,
+    reason: c.reason,
     override: c.from.override,
     set_at: c.from.overrideSetAt?.toISOString() ?? null,
     shift: c.from.shift,
@@ -139,9 +144,10 @@ export async function claimPresenceTransitions(sql: Sql, changes: readonly Prese
   const rows = await sql<{ id: string }[]>`
     with wanted as (
       select * from jsonb_to_recordset(${sql.json(wanted)})
-        as w(id uuid, to_presence text, by_whom text, override text, set_at timestamptz, shift text)
+        as w(id uuid, to_presence text, by_whom text, reason text, override text, set_at timestamptz, shift text)
     ), claimed as (
-      update endpoints e set presence_seen = w.to_presence, presence_changed_at = ${now}, presence_changed_by = w.by_whom
+      update endpoints e set presence_seen = w.to_presence, presence_changed_at = ${now}, presence_changed_by = w.by_whom,
+        presence_change_reason = w.reason
       from wanted w
       where e.id = w.id and e.presence_seen <> w.to_presence
         and e.presence_override is not distinct from w.override
