@@ -48,7 +48,7 @@ async function heldWithBacklog(at: string, hold: (e: Vended) => Promise<unknown>
 
 /** After the return: exactly one digest with this reason and count, no single doorbell, no ring charged. */
 async function expectOneDigestOnly(a: Agent, ids: string[], reason: string) {
-  await until(() => a.digests().length === 1, `the ${reason} digest`);
+  await until(() => a.digests().length >= 1, `the ${reason} digest`);
   await settle(200);
   expect(a.heard).toHaveLength(1);
   expect(a.digests()[0]!.params.meta).toMatchObject({ reason, pending: String(ids.length) });
@@ -108,8 +108,9 @@ describe('the digest reason', () => {
     await push(e, 'waiting');
     app.clock.set('2026-10-14T09:00:05Z');
     await app.presence.evaluate();
-    await until(() => a.digests().length === 1, 'the digest');
-    expect(a.digests()[0]!.params.meta.reason).toBe('shift_start');
+    await until(() => a.digests().length >= 1, 'the digest');
+    await settle(200);
+    expect(a.digests().map((d) => d.params.meta.reason)).toEqual(['shift_start']);
     expect((await readPresence(db.sql, e.id))!.presence_changed_by).toBe('shift');
   });
 });
@@ -120,12 +121,13 @@ describe('stale transitions', () => {
     const e = await vend();
     await api('PUT', `/api/v1/endpoints/${e.slug}/shift`, { shift: SHIFT });
     const a = await agent(e);
-    await push(e, 'held');
+    await settle(); // the stream's attach is handled before the shift starts
     app.clock.set('2026-10-15T09:00:05Z');
     // An evaluator reads the row (the shift has started) ...
     const seen = (await readPresence(db.sql, e.id))!;
     // ... meanwhile the agent clocks out (this instance claims nothing: still out) ...
     await app.presence.setOverride(e.id, { override: 'out', overrideUntil: null, overrideSetAt: app.clock.now(), overrideBy: 'agent' }, 'agent');
+    await push(e, 'held');
     // ... and then the stale evaluator claims what it computed.
     const from = { override: seen.presence_override, overrideSetAt: seen.override_set_at, shift: seen.shift };
     expect(await claimPresenceTransitions(db.sql, [{ endpointId: e.id, to: 'in', by: 'shift', reason: 'shift_start', from }], app.clock.now())).toEqual([]);

@@ -308,6 +308,8 @@ describe('two instances', () => {
       const onA = await agent(e, app);
       const onB = await agent(e, b);
       await push(e, 'waiting');
+      // Its ring wakeups are handled before 09:00: one arriving later would claim the return itself.
+      await settleLonger();
       app.clock.set('2026-09-23T09:00:00Z');
       b.clock.set('2026-09-23T09:00:00Z');
       const claims = await Promise.all([app.presence.evaluate({ endpointId: e.id }), b.presence.evaluate({ endpointId: e.id })]);

@@ -83,7 +83,7 @@ export class PresenceService {
   /** Endpoint id -> presence_changed_at of the last in-transition this instance claimed (and digested). */
   readonly #ownClaims = new Map<string, number>();
   /** Claim statements in flight, by endpoint: a broadcast waits for them to know whose claim it hears. */
-  readonly #pendingClaims = new Map<string, Promise<unknown>>();
+  readonly #pendingClaims = new Map<string, Set<Promise<unknown>>>();
   readonly #claiming = new Map<string, Promise<unknown>>();
   private readonly sql: Sql;
   private readonly clock: Clock;
@@ -224,9 +224,13 @@ export class PresenceService {
       for (const c of won) if (c.to === 'in') this.#ownClaims.set(c.endpointId, now.getTime());
       return won;
     });
-    for (const w of wanted) this.#pendingClaims.set(w.row.id, claiming);
+    for (const w of wanted) this.#pendingClaims.set(w.row.id, (this.#pendingClaims.get(w.row.id) ?? new Set()).add(claiming));
     const claimed = await claiming.finally(() => {
-      for (const w of wanted) if (this.#pendingClaims.get(w.row.id) === claiming) this.#pendingClaims.delete(w.row.id);
+      for (const w of wanted) {
+        const pending = this.#pendingClaims.get(w.row.id);
+        pending?.delete(claiming);
+        if (pending?.size === 0) this.#pendingClaims.delete(w.row.id);
+      }
     });
     const won = new Set(claimed.map((c) => c.endpointId));
     if (opts.endpointId) {
@@ -255,7 +259,7 @@ export class PresenceService {
    */
   async onWakeup({ endpointId, change }: ChannelPayloads['endpoint_presence']): Promise<void> {
     if (this.sessions.sessionsOf(endpointId).length === 0) return;
-    await this.#pendingClaims.get(endpointId)?.catch(() => {});
+    await Promise.allSettled(this.#pendingClaims.get(endpointId) ?? []);
     const row = await readPresence(this.sql, endpointId);
     if (!row) return;
     this.cache.set(endpointId, row);
