@@ -3,7 +3,7 @@ import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, vend as vendVia, withApp, type Api, type AppFixture, type TestApp, type TestDb, type Vended } from '../../test/support/fixtures.ts';
 import { ManualClock } from '../lib/clock.ts';
 import { createLogger } from '../lib/log.ts';
-import { until } from '../../test/support/agents.ts';
+import { settle, until } from '../../test/support/agents.ts';
 
 /**
  * Who may change presence, and what every change leaves behind (SPEC-0022, ADR-0027 "The human
@@ -139,6 +139,9 @@ describe('every presence write is audited', () => {
     try {
       const onB = await fixture.agent(e, b);
       await api('POST', `/api/v1/endpoints/${e.slug}/todos`, { title: 'held', queue: 'reviews' });
+      // The stream's attach and the push's wakeup are handled before the override runs out, so the
+      // evaluator on A, not a late wakeup on B, is the one that sees the return.
+      await settle(200);
       app.clock.set(w('2026-09-21T21:00:01Z'));
       b.clock.set(w('2026-09-21T21:00:01Z'));
       expect(await app.presence.evaluate({ endpointId: e.id })).toBe(1);
