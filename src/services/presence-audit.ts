@@ -1,4 +1,4 @@
-import { effective } from '../domain/presence/index.ts';
+import { effective, untilOnWire } from '../domain/presence/index.ts';
 import { rfc3339 } from '../domain/time.ts';
 import type { Logger } from '../lib/log.ts';
 import type { PresenceWrite } from '../store/presence.ts';
@@ -21,7 +21,7 @@ export function logPresenceWrite(log: Logger, what: 'override' | 'shift', write:
       from: before.presence,
       to: after.presence,
       source: after.source,
-      until: rfc3339(after.until) ?? null,
+      until: untilOnWire(after.until),
     },
     'presence written',
   );

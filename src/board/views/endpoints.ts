@@ -6,7 +6,7 @@ import type { EventSummary } from '../../services/webhooks.ts';
 import type { BoardSession } from '../auth.ts';
 import { Html, html, path, withQuery } from '../html.ts';
 import { hintWithLinks } from './docs.ts';
-import { ago, chips, csrfField, fieldError, page, time, type FieldError } from './layout.ts';
+import { ago, chips, csrfField, fieldError, page, time, untilTime, type FieldError } from './layout.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Endpoint card
@@ -42,13 +42,13 @@ const SOURCE_TEXT: Record<EffectivePresence['source'], string> = {
 
 export function presenceLine(p: EffectivePresence): Html {
   const label = p.presence === 'in' ? 'on shift' : 'off shift';
-  const until = p.until ? html`until ${time(p.until)}` : p.presence === 'out' ? html`until clocked in` : html`no end`;
+  const until = p.until ? html`until ${untilTime(p.until)}` : p.presence === 'out' ? html`until clocked in` : html`no end`;
   return html`<p class="presence presence-${p.presence}"><span class="badge presence-badge">${label}</span> <span class="presence-detail">${p.presence} · ${SOURCE_TEXT[p.source]} · ${until}</span></p>`;
 }
 
 /** The held-todo wording: "held until <time>" or "held until clocked in". */
 export function heldText(p: EffectivePresence): Html {
-  return p.until ? html`held until ${time(p.until)}` : html`held until clocked in`;
+  return p.until ? html`held until ${untilTime(p.until)}` : html`held until clocked in`;
 }
 
 function cardStatus(c: CardData, now: Date): Html {

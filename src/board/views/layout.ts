@@ -18,6 +18,11 @@ export function time(d: Date | null | undefined, empty = 'never'): Html {
   return html`<time datetime="${iso}">${iso.replace('T', ' ').replace(/:\d\dZ$/, ' UTC')}</time>`;
 }
 
+/** When a presence changes: shown to the minute, rounded up so it never reads earlier than the change. */
+export function untilTime(d: Date): Html {
+  return time(new Date(Math.ceil(d.getTime() / 60_000) * 60_000));
+}
+
 export function ago(d: Date | null | undefined, now: Date, empty = 'never seen'): Html {
   if (!d) return html`<span class="muted">${empty}</span>`;
   const s = Math.max(0, Math.round((now.getTime() - d.getTime()) / 1000));
