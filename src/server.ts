@@ -14,6 +14,9 @@ import { bearerToken } from './web/bearer.ts';
 import { classifyAndLog, sendError } from './web/errors.ts';
 import { sendBoardError } from './board/error-page.ts';
 
+/** How long a client has to send a whole request; Node checks it about every 30 s. */
+export const REQUEST_TIMEOUT_MS = 30_000;
+
 /** What the HTTP side needs besides the services. */
 export interface WebOptions {
   /** The public base URL; a function because a test server learns its port only after listening. */
@@ -57,6 +60,10 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
     logger: false,
     bodyLimit: API_BODY_LIMIT,
     return503OnClosing: true,
+    // A request (headers and body) must arrive whole within this time, or its connection is
+    // closed: a sender trickling a body cannot hold a socket and its buffer for ever. Responses,
+    // the long-lived event streams included, are not limited by it.
+    requestTimeout: REQUEST_TIMEOUT_MS,
     // Refusals before routing (bad percent-encoding, an over-long segment) in the wire of the path's surface.
     // These replies skip the hooks, so they get the security headers here.
     frameworkErrors: (err, req, raw) => {

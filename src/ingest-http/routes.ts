@@ -1,7 +1,7 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '../lib/clock.ts';
 import { SwitchboardError } from '../domain/errors.ts';
-import type { IngestService } from '../services/ingest.ts';
+import { unknownWebhook, type IngestService, type IngestTarget } from '../services/ingest.ts';
 import { sendError } from '../web/errors.ts';
 import { RateLimiter, type BucketPolicy } from '../lib/rate-limit.ts';
 
@@ -15,19 +15,28 @@ export interface IngestDeps {
 }
 
 /**
- * POST /webhooks/w/{token}: a bounded read (413) of the raw body, the per-IP limit, then
- * IngestService.deliver decides; its verdict becomes a 202 or the error's reply.
+ * POST /webhooks/w/{token}: the per-IP limit (429) and the token (404) are checked as soon as the
+ * headers arrive, before a byte of the body is read, so an anonymous sender cannot make the
+ * server buffer bodies for made-up tokens; then a bounded read (413) of the raw body, and
+ * IngestService decides; its verdict becomes a 202 or the error's reply.
  */
 export function registerIngest(app: FastifyInstance, deps: IngestDeps): void {
   const limiter = new RateLimiter(deps.limit ?? INGEST_IP_LIMIT, deps.clock);
+  const targets = new WeakMap<FastifyRequest, IngestTarget>();
   app.register(async (ingest) => {
     ingest.removeAllContentTypeParsers();
     ingest.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: INGEST_BODY_LIMIT }, (_req, body, done) => done(null, body));
 
-    ingest.post('/webhooks/w/:token', async (req, reply) => {
+    const beforeTheBody = async (req: FastifyRequest, reply: FastifyReply) => {
       const wait = limiter.take(req.ip);
       if (wait > 0) throw new SwitchboardError('rate_limited', 'too many deliveries from this address', { retry_after: wait });
-      const verdict = await deps.ingest.deliver({
+      const target = await deps.ingest.findTarget((req.params as { token: string }).token);
+      if (!target) return sendError(reply.header('connection', 'close'), unknownWebhook());
+      targets.set(req, target);
+    };
+
+    ingest.post('/webhooks/w/:token', { onRequest: beforeTheBody }, async (req, reply) => {
+      const verdict = await deps.ingest.deliverTo(targets.get(req) ?? null, {
         token: (req.params as { token: string }).token,
         headers: req.headers,
         body: Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0),

@@ -4,7 +4,7 @@ import { deliveryId, eventType, jsonDepthExceeds, sanitizeHeaders, verifySignatu
 import { ingestIdempotencyKey } from '../domain/todo-input.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { isEndpointRevoked } from '../store/endpoints.ts';
-import { findIngestTargetUnscoped, touchWebhookDelivery } from '../store/webhooks.ts';
+import { findIngestTargetUnscoped, touchWebhookDelivery, type IngestTarget } from '../store/webhooks.ts';
 import type { ServiceBase } from './base.ts';
 import type { TodoService } from './todos.ts';
 import type { Webhooks } from './webhooks.ts';
@@ -31,14 +31,19 @@ export type IngestVerdict = { ok: true; accepted: Accepted } | { ok: false; erro
 
 const refused = (error: SwitchboardError): IngestVerdict => ({ ok: false, error });
 
+export const unknownWebhook = () => new SwitchboardError('not_found', 'unknown webhook');
+
+export type { IngestTarget };
+
+/** A webhook whose endpoint is revoked: a configuration fault the producer should see as 503. */
+const notActive = () => new SwitchboardError('unavailable', 'webhook not configured: its endpoint is not active');
+
 /**
  * A webhook delivery becomes an event and a todo, in this order: the webhook by its token (404),
  * its endpoint active (503), the signature over the raw bytes (401, nothing stored), the body
  * parsed, headers sanitized, the delivery id as dedup key, event and todo in one transaction
  * (TodoService.push, which rings for a new todo only).
  */
-/** A webhook whose endpoint is revoked: a configuration fault the producer should see as 503. */
-const notActive = () => new SwitchboardError('unavailable', 'webhook not configured: its endpoint is not active');
 
 export class IngestService {
   constructor(
@@ -46,11 +51,16 @@ export class IngestService {
     private readonly deps: { metrics: Metrics; webhooks: Webhooks; todos: TodoService },
   ) {}
 
-  async deliver(d: Delivery): Promise<IngestVerdict> {
+  /** The webhook an ingest token names, or null: looked up before the body is read. */
+  findTarget(token: string): Promise<IngestTarget | null> {
+    return findIngestTargetUnscoped(this.base.sql, token);
+  }
+
+  /** A delivery to a webhook already looked up (null: the token named none). */
+  async deliverTo(target: IngestTarget | null, d: Delivery): Promise<IngestVerdict> {
     const { sql, clock, log } = this.base;
     const { metrics } = this.deps;
-    const target = await findIngestTargetUnscoped(sql, d.token);
-    if (!target) return refused(new SwitchboardError('not_found', 'unknown webhook'));
+    if (!target) return refused(unknownWebhook());
     const provider = target.source_type;
     const reject = (error: SwitchboardError) => {
       metrics.webhookDeliveries.inc({ provider, trust_mode: target.trust_mode, verdict: 'rejected' });

@@ -31,6 +31,8 @@ export interface TestAppOptions {
   log?: Logger;
   /** Notify hook delivery tuning (attempts, backoff, timeout), passed through to startApp. */
   notifyHookDelivery?: AppOptions['notifyHookDelivery'];
+  /** The per-IP webhook ingest limit, passed through to startApp. */
+  ingestLimit?: AppOptions['ingestLimit'];
 }
 
 /** A real server on a free port over the given database, with a manual clock and no background loops. */
@@ -43,6 +45,7 @@ export async function startTestApp(databaseUrl: string, clock = new ManualClock(
     loops: false,
     selfTestRingDelayMs: opts.selfTestRingDelayMs,
     notifyHookDelivery: opts.notifyHookDelivery,
+    ingestLimit: opts.ingestLimit,
   });
   return Object.assign(app, { clock });
 }
