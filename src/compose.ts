@@ -67,7 +67,7 @@ export interface ServiceOptions {
 /** Builds the services in dependency order; no service needs one built after it. */
 export function buildServices(base: ServiceBase, opts: ServiceOptions): Services {
   const { config, baseUrl } = opts;
-  const sessions = new SessionRegistry(base.clock);
+  const sessions = new SessionRegistry(base.clock, { maxPerEndpoint: config.sessionsPerEndpoint });
   let todos: TodoService | undefined;
   const metrics = new Metrics({
     unheardSessions: () => sessions.all().filter((s) => s.unheard).length,

@@ -48,6 +48,8 @@ export interface Config {
   pushAllowHttp: boolean;
   notifyHookAllow: BlockList;
   notifyHookMax: number;
+  /** Live MCP sessions one endpoint may hold on one instance. */
+  sessionsPerEndpoint: number;
   /** Board sign-in through an OpenID Connect provider; null when not configured. */
   oidc: OidcSettings | null;
 }
@@ -173,6 +175,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const maxRaw = nonEmpty('SWITCHBOARD_NOTIFY_HOOK_MAX') ?? '5';
   if (!/^\d{1,3}$/.test(maxRaw) || Number(maxRaw) > 100) throw new ConfigError('SWITCHBOARD_NOTIFY_HOOK_MAX', `must be a whole number from 0 to 100, got ${JSON.stringify(maxRaw)}`);
 
+  const perEndpointRaw = nonEmpty('SWITCHBOARD_SESSIONS_PER_ENDPOINT') ?? '32';
+  if (!/^\d{1,4}$/.test(perEndpointRaw) || Number(perEndpointRaw) < 1 || Number(perEndpointRaw) > 1000) {
+    throw new ConfigError('SWITCHBOARD_SESSIONS_PER_ENDPOINT', `must be a whole number from 1 to 1000, got ${JSON.stringify(perEndpointRaw)}`);
+  }
+
   const oidc = parseOidc(nonEmpty);
 
   return {
@@ -189,6 +196,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pushAllowHttp: allowHttpRaw === '1' || allowHttpRaw === 'true',
     notifyHookAllow: allow,
     notifyHookMax: Number(maxRaw),
+    sessionsPerEndpoint: Number(perEndpointRaw),
     oidc,
   };
 }

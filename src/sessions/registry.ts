@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import type { Clock } from '../lib/clock.ts';
+import { SwitchboardError } from '../domain/errors.ts';
 import { SSE_KEEPALIVE_MS, startKeepalive, writeEventStreamHead } from '../lib/sse.ts';
 
 /** What a session knows about its endpoint: a snapshot taken when the session was created. */
@@ -47,6 +48,10 @@ export type WriteVerdict = 'written' | 'no_stream' | 'write_failed';
 
 export const SESSION_IDLE_MS = 30 * 60_000;
 export const KEEPALIVE_MS = SSE_KEEPALIVE_MS;
+/** Live sessions one endpoint may hold on one instance (SWITCHBOARD_SESSIONS_PER_ENDPOINT). */
+export const SESSIONS_PER_ENDPOINT_DEFAULT = 32;
+/** Live sessions one instance holds at most, whatever the endpoints. */
+export const SESSIONS_PER_INSTANCE_MAX = 20_000;
 
 export interface SessionEvents {
   /** The endpoint's first open stream on this instance (0 → 1). */
@@ -64,18 +69,40 @@ export interface SessionEvents {
  */
 export class SessionRegistry extends EventEmitter<SessionEvents> {
   readonly #sessions = new Map<string, Session>();
+  /** endpoint id → its sessions here, so every per-endpoint question costs that endpoint's sessions only. */
+  readonly #byEndpoint = new Map<string, Set<Session>>();
+  readonly #maxPerEndpoint: number;
+  readonly #maxTotal: number;
   /** endpoint id → number of its sessions with an open stream on this instance. */
   readonly #openStreams = new Map<string, number>();
   readonly #clock: Clock;
   readonly #keepaliveMs: number;
 
-  constructor(clock: Clock, opts: { keepaliveMs?: number } = {}) {
+  constructor(clock: Clock, opts: { keepaliveMs?: number; maxPerEndpoint?: number; maxTotal?: number } = {}) {
     super();
     this.#clock = clock;
     this.#keepaliveMs = opts.keepaliveMs ?? KEEPALIVE_MS;
+    this.#maxPerEndpoint = opts.maxPerEndpoint ?? SESSIONS_PER_ENDPOINT_DEFAULT;
+    this.#maxTotal = opts.maxTotal ?? SESSIONS_PER_INSTANCE_MAX;
   }
 
+  /**
+   * A new session. At the endpoint's cap the oldest session with no open stream and nothing in
+   * flight makes room (a client that restarted without DELETE leaves such sessions behind); when
+   * every one is busy, or this instance holds its maximum, the initialize is refused (429).
+   */
   create(endpoint: SessionEndpoint, protocolVersion: string, clientInfo: ClientInfo): Session {
+    const mine = this.#byEndpoint.get(endpoint.id);
+    if (mine && mine.size >= this.#maxPerEndpoint) {
+      const idle = [...mine].filter((s) => s.stream === null && s.inFlight === 0).sort((a, b) => a.lastActivityAt.getTime() - b.lastActivityAt.getTime());
+      if (!idle[0]) {
+        throw new SwitchboardError('rate_limited', `endpoint ${endpoint.slug} already holds ${this.#maxPerEndpoint} live sessions, each with an open stream or a call in flight; close one (DELETE) and retry`, { retry_after: 60 });
+      }
+      this.close(idle[0], 'session cap: the oldest idle session made room');
+    }
+    if (this.#sessions.size >= this.#maxTotal) {
+      throw new SwitchboardError('rate_limited', `this instance holds its maximum of ${this.#maxTotal} sessions; retry shortly`, { retry_after: 60 });
+    }
     const now = this.#clock.now();
     const session: Session = {
       id: randomBytes(16).toString('base64url'),
@@ -91,6 +118,8 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
       unheard: false,
     };
     this.#sessions.set(session.id, session);
+    if (mine) mine.add(session);
+    else this.#byEndpoint.set(endpoint.id, new Set([session]));
     return session;
   }
 
@@ -101,7 +130,8 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
   }
 
   sessionsOf(endpointId: string): Session[] {
-    return [...this.#sessions.values()].filter((s) => s.endpoint.id === endpointId);
+    const mine = this.#byEndpoint.get(endpointId);
+    return mine ? [...mine] : [];
   }
 
   all(): Session[] {
@@ -169,6 +199,9 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
 
   close(session: Session, reason: string): void {
     if (!this.#sessions.delete(session.id)) return;
+    const mine = this.#byEndpoint.get(session.endpoint.id);
+    mine?.delete(session);
+    if (mine?.size === 0) this.#byEndpoint.delete(session.endpoint.id);
     if (session.stream) this.#endStream(session);
     this.emit('sessionClosed', session, reason);
   }
