@@ -117,6 +117,17 @@ describe('bad input: the documented status, nothing stored, nothing secret logge
     await refused(503, 'unavailable', () => post(g.ingest_url, '{"title":"x"}', { 'content-type': 'application/json' }));
   });
 
+  it('an event name outside the kind grammar: 400 naming its header, nothing stored', async () => {
+    for (const name of ['x'.repeat(65), 'push event', 'issues;drop', '']) {
+      const { r } = await refused(400, 'invalid_argument', () => github(gh, name, body(), gh.signing_secret!));
+      expect(r.json).toMatchObject({ field: 'X-GitHub-Event' });
+    }
+    const { r } = await refused(400, 'invalid_argument', () =>
+      post(gen.ingest_url, body(), { 'content-type': 'application/json', 'x-event-type': '<b>urgent</b>' }),
+    );
+    expect(r.json.error).toMatch(/^X-Event-Type: the event name must be letters, digits/);
+  });
+
   it('a 12,000-level nested JSON: 400, nothing stored', async () => {
     const deep = `${'['.repeat(12_000)}${']'.repeat(12_000)}`;
     const { r } = await refused(400, 'invalid_argument', () => github(gh, 'issues', deep, gh.signing_secret!));

@@ -1,7 +1,7 @@
 import { SwitchboardError, unstorableInput } from '../domain/errors.ts';
 import { titleFor } from '../domain/ingest/titles.ts';
-import { deliveryId, eventType, jsonDepthExceeds, sanitizeHeaders, verifySignature } from '../domain/ingest/verify.ts';
-import { ingestIdempotencyKey } from '../domain/todo-input.ts';
+import { EVENT_HEADERS, deliveryId, eventType, jsonDepthExceeds, sanitizeHeaders, verifySignature } from '../domain/ingest/verify.ts';
+import { ingestIdempotencyKey, kindProblem } from '../domain/todo-input.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { isEndpointRevoked } from '../store/endpoints.ts';
 import { findIngestTargetUnscoped, touchWebhookDelivery, type IngestTarget } from '../store/webhooks.ts';
@@ -105,6 +105,12 @@ export class IngestService {
     }
 
     const event = eventType(provider, d.headers);
+    // The event name becomes the todo's kind and reaches the agent: the kind grammar applies.
+    const eventProblem = event === null ? null : kindProblem(event);
+    if (eventProblem) {
+      const field = EVENT_HEADERS[provider];
+      return reject(new SwitchboardError('invalid_argument', `${field}: the event name ${eventProblem}`, { field }));
+    }
     const delivery = deliveryId(provider, d.headers, d.body);
     const signed = target.trust_mode === 'signed';
     const now = clock.now();

@@ -59,6 +59,9 @@ export function deliveryId(source: SourceType, headers: Headers, body: Buffer): 
   return `sha256:${createHash('sha256').update(body).digest('hex')}`;
 }
 
+/** The header that names a delivery's event, per source (Gitea also sends GitHub's). */
+export const EVENT_HEADERS: Record<SourceType, string> = { github: 'X-GitHub-Event', gitea: 'X-Gitea-Event', generic: 'X-Event-Type' };
+
 export function eventType(source: SourceType, headers: Headers): string | null {
   if (source === 'github') return header(headers, 'x-github-event') ?? null;
   if (source === 'gitea') return header(headers, 'x-gitea-event') ?? header(headers, 'x-github-event') ?? null;
