@@ -80,6 +80,8 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
     allowHttp: config.pushAllowHttp,
     allow: config.notifyHookAllow,
     max: config.notifyHookMax,
+    // The listen port is known only after listening when it is 0 (tests): the base URL has it then.
+    self: () => ({ baseUrl: baseUrl(), listenHost: config.listenHost, listenPort: config.listenPort || Number(new URL(baseUrl()).port) }),
     ...opts.notifyHookDelivery,
   });
   const presenceCache = new PresenceCache(base.sql, base.clock, sessions);

@@ -128,6 +128,14 @@ describe('bad input: the documented status, nothing stored, nothing secret logge
     expect(r.json.error).toMatch(/^X-Event-Type: the event name must be letters, digits/);
   });
 
+  it('a notify hook delivery (its marker header): 400 naming the header, nothing stored, so hooks cannot loop', async () => {
+    const { r } = await refused(400, 'invalid_argument', () =>
+      post(gen.ingest_url, body(), { 'content-type': 'application/json', 'x-switchboard-notify-hook': 'a-hook-id' }),
+    );
+    expect(r.json).toMatchObject({ field: 'X-Switchboard-Notify-Hook' });
+    expect(r.json.error).toMatch(/would loop/);
+  });
+
   it('a 12,000-level nested JSON: 400, nothing stored', async () => {
     const deep = `${'['.repeat(12_000)}${']'.repeat(12_000)}`;
     const { r } = await refused(400, 'invalid_argument', () => github(gh, 'issues', deep, gh.signing_secret!));

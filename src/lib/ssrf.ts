@@ -1,4 +1,5 @@
 import { lookup } from 'node:dns/promises';
+import { networkInterfaces } from 'node:os';
 import { BlockList, isIP } from 'node:net';
 import { invalidArgument } from '../domain/errors.ts';
 
@@ -84,4 +85,26 @@ export async function checkHookTarget(raw: string, policy: OutboundPolicy): Prom
     throw invalidArgument('url', `resolves to ${address}, which is not a public address (allow it with SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS)`);
   }
   return { url, address, family };
+}
+
+/** Where this server answers: its public base URL and the address and port it listens on. */
+export interface SelfAddress {
+  baseUrl: string;
+  listenHost: string;
+  listenPort: number;
+}
+
+/**
+ * Whether a checked hook target reaches this server itself: its base URL's origin, or its listen
+ * port on the listen address (on every loopback and local interface address when it listens on
+ * all of them). A hook there would turn each notification into a delivery to our own ingest.
+ */
+export function pointsAtSelf(target: Pick<CheckedTarget, 'url' | 'address'>, self: SelfAddress): boolean {
+  if (target.url.origin === new URL(self.baseUrl).origin) return true;
+  const port = Number(target.url.port || (target.url.protocol === 'https:' ? 443 : 80));
+  if (port !== self.listenPort) return false;
+  const address = target.address.replace(/^::ffff:/, '');
+  if (self.listenHost !== '0.0.0.0' && self.listenHost !== '::') return address === self.listenHost.replace(/^\[|\]$/g, '');
+  const local = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address));
+  return address.startsWith('127.') || address === '::1' || local.includes(address);
 }

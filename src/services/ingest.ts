@@ -1,6 +1,7 @@
 import { SwitchboardError, unstorableInput } from '../domain/errors.ts';
 import { titleFor } from '../domain/ingest/titles.ts';
 import { EVENT_HEADERS, deliveryId, eventType, jsonDepthExceeds, sanitizeHeaders, verifySignature } from '../domain/ingest/verify.ts';
+import { NOTIFY_HOOK_MARKER } from '../domain/hook-marker.ts';
 import { ingestIdempotencyKey, kindProblem } from '../domain/todo-input.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { isEndpointRevoked } from '../store/endpoints.ts';
@@ -67,6 +68,9 @@ export class IngestService {
       return refused(error);
     };
     if (target.endpoint_state !== 'active') return reject(notActive());
+    if (d.headers[NOTIFY_HOOK_MARKER.toLowerCase()] !== undefined) {
+      return reject(new SwitchboardError('invalid_argument', `${NOTIFY_HOOK_MARKER}: a Switchboard notify hook delivery cannot become a todo (it would loop)`, { field: NOTIFY_HOOK_MARKER }));
+    }
 
     if (target.trust_mode === 'signed') {
       let secret: string | null;

@@ -79,6 +79,18 @@ describe('managing hooks over the API', () => {
     expect((await listHooks(e)).hooks).toEqual([]);
   });
 
+  it('refuses a URL on this server itself (its base URL or listen address): a hook must not feed its own ingest', async () => {
+    const e = await vend();
+    const own = new URL(app.url);
+    for (const url of [`${app.url}/webhooks/w/anything`, `http://localhost:${own.port}/webhooks/w/x`]) {
+      const r = await api('POST', `/api/v1/endpoints/${e.slug}/hooks`, { url });
+      expect(r.status, url).toBe(400);
+      expect(r.json).toMatchObject({ code: 'invalid_argument', field: 'url' });
+      expect(r.json.error).toMatch(/points at this Switchboard server/);
+    }
+    expect((await listHooks(e)).hooks).toEqual([]);
+  });
+
   it('without the test flags: https is required and every non-public address class is refused naming url', async () => {
     const e = await vend();
     const http = await apiStrict('POST', `/api/v1/endpoints/${e.slug}/hooks`, { url: 'http://93.184.216.34/hook' });

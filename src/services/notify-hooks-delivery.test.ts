@@ -40,6 +40,8 @@ describe('delivery', () => {
     const [first, second] = t.got();
     expect(second!.headers['webhook-id']).toBe(first!.headers['webhook-id']);
     expect(second!.raw.equals(first!.raw)).toBe(true);
+    // Marked as a hook delivery, so no Switchboard ingest turns it back into a todo.
+    expect(first!.headers['x-switchboard-notify-hook']).toBe(h.hook_id);
     await expectSigned(t.got(), h.signing_secret);
     expect(await hookView(e, h.hook_id)).toMatchObject({ consecutive_failures: 0, last_error: null, enabled: true });
   });

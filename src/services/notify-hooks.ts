@@ -1,4 +1,5 @@
 import type { ServiceBase } from './base.ts';
+import { NOTIFY_HOOK_MARKER } from '../domain/hook-marker.ts';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
@@ -18,7 +19,7 @@ import { pushEligibleBacklog, type TodoRow } from '../store/todos/index.ts';
 import { rfc3339 } from '../domain/time.ts';
 import { VERSION } from '../lib/version.ts';
 import { mintHookSecret, signatureHeader } from '../lib/hook-signing.ts';
-import { checkHookTarget, type OutboundPolicy } from '../lib/ssrf.ts';
+import { checkHookTarget, type OutboundPolicy, pointsAtSelf, type SelfAddress } from '../lib/ssrf.ts';
 
 export const HOOK_BODY_MAX_BYTES = 4096;
 export const ROTATION_GRACE_MS = 24 * 3_600_000;
@@ -33,6 +34,8 @@ export interface NotifyHookOptions extends OutboundPolicy {
   workers?: number;
   queueSize?: number;
   perMinute?: number;
+  /** Where this server answers: a hook may not point at it. */
+  self?: () => SelfAddress;
 }
 
 interface Job {
@@ -103,6 +106,9 @@ export class NotifyHooks {
   async create(owner: { id: string; slug: string; queues: readonly string[] }, input: { url?: unknown; queues?: unknown; ignore_presence?: unknown }, by: string) {
     if (typeof input.url !== 'string') throw invalidArgument('url', 'is required and must be a string');
     const target = await checkHookTarget(input.url, this.opts);
+    if (this.opts.self && pointsAtSelf(target, this.opts.self())) {
+      throw invalidArgument('url', `points at this Switchboard server (${target.url.origin}); a notify hook must call a receiver of your own`);
+    }
     const queues = input.queues === undefined ? [] : input.queues;
     if (!Array.isArray(queues) || queues.some((q) => typeof q !== 'string')) throw invalidArgument('queues', 'must be a list of queue names');
     for (const q of queues as string[]) {
@@ -311,6 +317,7 @@ export class NotifyHooks {
             'webhook-id': job.msgId,
             'webhook-timestamp': String(timestamp),
             'webhook-signature': signatureHeader(secrets, job.msgId, timestamp, job.body),
+            [NOTIFY_HOOK_MARKER.toLowerCase()]: job.hook.id,
           },
         },
         (res: IncomingMessage) => {
