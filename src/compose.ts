@@ -26,7 +26,7 @@ import { PresenceCache } from './services/presence-cache.ts';
 import { OperatorPresence } from './services/presence-operator.ts';
 import { PresenceService } from './services/presence.ts';
 import { Revocations } from './services/revocations.ts';
-import { TodoService } from './services/todos.ts';
+import { TodoService, queueStats } from './services/todos.ts';
 import { TodoWork } from './services/todo-work.ts';
 import type { WakeupHandlers } from './services/wakeups.ts';
 import { Webhooks } from './services/webhooks.ts';
@@ -68,10 +68,9 @@ export interface ServiceOptions {
 export function buildServices(base: ServiceBase, opts: ServiceOptions): Services {
   const { config, baseUrl } = opts;
   const sessions = new SessionRegistry(base.clock, { maxPerEndpoint: config.sessionsPerEndpoint });
-  let todos: TodoService | undefined;
   const metrics = new Metrics({
     unheardSessions: () => sessions.all().filter((s) => s.unheard).length,
-    queueStats: () => todos!.queueStats(),
+    queueStats: () => queueStats(base),
   });
   const credentials = new EndpointCredentials(base);
   const box = new SecretBox(config.secretEncryptionKey);
@@ -96,7 +95,7 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
   const presence = new PresenceService(base, sessions, presenceCache, doorbell, (endpointId, reason) => hooks.announceBacklog(endpointId, reason));
   const webhooks = new Webhooks(base, box, baseUrl);
   const revocations = new Revocations(base, sessions, credentials);
-  todos = new TodoService(base, { doorbell, hooks });
+  const todos = new TodoService(base, { doorbell, hooks });
   return {
     base,
     sessions,

@@ -44,6 +44,9 @@ export interface PushAuthor {
   email: string | null;
 }
 
+/** Pending counts and oldest ages per queue across all tenants, for the metrics gauges. */
+export const queueStats = (base: ServiceBase): Promise<QueueStat[]> => queueStatsUnscoped(base.sql, base.clock.now());
+
 /** Who hears, after commit, of a new push-eligible todo made on this instance. */
 export interface TodoFanOut {
   doorbell?: Pick<Doorbell, 'ringReady'>;
@@ -95,11 +98,6 @@ export class TodoService {
       },
       { endpointId: endpoint.id, queue, title, source: 'operator', kind: todoKind(input.kind), payload: todoPayload(input.payload), idempotencyKey: key },
     );
-  }
-
-  /** Pending counts and oldest ages per queue across all tenants, for the metrics gauges. */
-  queueStats(): Promise<QueueStat[]> {
-    return queueStatsUnscoped(this.#base.sql, this.#base.clock.now());
   }
 
   /** Newest first, one endpoint; self-test rows and the reserved queue never show. */

@@ -45,21 +45,21 @@ export async function insertEventAndTodo(
   now: Date,
 ): Promise<{ todo: TodoRow; created: boolean; eventId: string | null; pushEligible: boolean }> {
   return sql.begin(async (tx) => {
-    // Share-lock the endpoint and see it active: a revocation that committed first refuses this
-    // push, and one that comes later waits for it and dead-letters the todo it made.
-    const [endpoint] = await tx<{ slug: string; state: 'active' | 'revoked' }[]>`
-      select slug, state from endpoints where id = ${todo.endpointId} for share`;
-    if (!endpoint || endpoint.state !== 'active') throw endpointRevoked({ slug: endpoint?.slug ?? todo.endpointId, state: 'revoked' });
     const key = todo.idempotencyKey ? todo.idempotencyKey : null;
     // Event and todo in one statement; the todo may collapse onto a live one with the same key.
+    // The endpoint is share-locked and must be active: a revocation that committed first leaves
+    // nothing written, and one that comes later waits for this push and dead-letters its todo.
     const [row] = await tx<(TodoRow & { new_event_id: string })[]>`
-      with ev as (
+      with ep as (
+        select id from endpoints where id = ${todo.endpointId} and state = 'active' for share
+      ), ev as (
         insert into events (source, family, event_type, external_id, trust_mode, verified, verify_detail,
                             content_type, headers, payload, payload_size, webhook_id, endpoint_id, received_at)
-        values (${event.source}, ${event.family}, ${event.eventType ?? null}, ${event.externalId ?? null},
-                ${event.trustMode}, ${event.verified}, ${event.verifyDetail ?? null}, ${event.contentType ?? null},
-                ${tx.json(event.headers ?? {})}, ${event.payload ?? null}, ${event.payload?.length ?? 0},
-                ${event.webhookId ?? null}, ${event.endpointId ?? todo.endpointId}, ${now})
+        select ${event.source}, ${event.family}, ${event.eventType ?? null}, ${event.externalId ?? null},
+               ${event.trustMode}, ${event.verified}, ${event.verifyDetail ?? null}, ${event.contentType ?? null},
+               ${tx.json(event.headers ?? {})}, ${event.payload ?? null}, ${event.payload?.length ?? 0},
+               ${event.webhookId ?? null}, ${event.endpointId ?? todo.endpointId}, ${now}
+        from ep
         returning id
       ), t as (
         insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, idempotency_key,
@@ -72,7 +72,12 @@ export async function insertEventAndTodo(
         returning *
       )
       select ev.id::text as new_event_id, t.*, t.event_id::text as event_id from ev left join t on true`;
-    const { new_event_id: newEventId, ...fields } = row!;
+    if (!row) {
+      // Only on this rare path: the slug, for the same refusal revocation gives everywhere else.
+      const [gone] = await tx<{ slug: string }[]>`select slug from endpoints where id = ${todo.endpointId}`;
+      throw endpointRevoked({ slug: gone?.slug ?? todo.endpointId, state: 'revoked' });
+    }
+    const { new_event_id: newEventId, ...fields } = row;
     const ev = { id: newEventId };
     const inserted = fields.id ? (fields as TodoRow) : undefined;
     if (inserted) {
