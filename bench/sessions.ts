@@ -60,7 +60,7 @@ async function main(): Promise<void> {
             systemClock.now(),
           );
           sent.set(todo.id, performance.timeOrigin + performance.now());
-          if (pushEligible) app.doorbell.ringReady(todo);
+          if (pushEligible) app.readyRings.ringReady(todo);
           const wait = 1000 / RATE - (Date.now() - t0);
           if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         }

@@ -16,6 +16,8 @@ import type { Metrics } from './lib/metrics.ts';
 import type { NotifyHookOptions, NotifyHooks } from './services/notify-hooks.ts';
 import type { PresenceService } from './services/presence.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
+import type { ReadyRings } from './services/doorbell/ready-rings.ts';
+import type { SessionDirectory } from './services/session-directory.ts';
 import { listenForWakeups } from './services/wakeups.ts';
 import { VERSION } from './lib/version.ts';
 import { Humans } from './services/humans.ts';
@@ -27,6 +29,8 @@ export interface App {
   sql: Sql;
   server: FastifyInstance;
   sessions: SessionRegistry;
+  readyRings: ReadyRings;
+  directory: SessionDirectory;
   doorbell: Doorbell;
   presence: PresenceService;
   acks: DoorbellAcks;
@@ -103,6 +107,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       ingestLimit: opts.ingestLimit,
     });
     wakeups = await listenForWakeups(db.sql, wakeupsOf(services), log);
+    await services.directory.start();
     await server.listen({ host: config.listenHost, port: config.listenPort });
     const addr = server.server.address();
     const port = typeof addr === 'object' && addr ? addr.port : config.listenPort;
@@ -139,6 +144,8 @@ export async function startApp(opts: AppOptions): Promise<App> {
       server: running,
       sessions,
       doorbell: services.doorbell,
+      readyRings: services.readyRings,
+      directory: services.directory,
       presence: services.presence,
       acks: services.acks,
       selfTests,
@@ -148,8 +155,9 @@ export async function startApp(opts: AppOptions): Promise<App> {
         stopping ??= (async () => {
           shutdown.abort();
           selfTests.stop();
-          // Open streams would hold the HTTP server open: end them first.
-          sessions.closeAll('server shutting down');
+          // Open streams would hold the HTTP server open: end them first. The sessions live on
+          // in the directory for the other instances (or this one, restarted) to serve.
+          await services.directory.stop();
           await wakeups?.stop();
           await running.close();
           await Promise.all(loops);

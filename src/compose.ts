@@ -26,6 +26,7 @@ import { PresenceCache } from './services/presence-cache.ts';
 import { OperatorPresence } from './services/presence-operator.ts';
 import { PresenceService } from './services/presence.ts';
 import { Revocations } from './services/revocations.ts';
+import { SessionDirectory } from './services/session-directory.ts';
 import { TodoService, queueStats } from './services/todos.ts';
 import { TodoWork } from './services/todo-work.ts';
 import type { WakeupHandlers } from './services/wakeups.ts';
@@ -35,6 +36,7 @@ import { Webhooks } from './services/webhooks.ts';
 export interface Services {
   base: ServiceBase;
   sessions: SessionRegistry;
+  directory: SessionDirectory;
   metrics: Metrics;
   credentials: EndpointCredentials;
   revocations: Revocations;
@@ -67,9 +69,11 @@ export interface ServiceOptions {
 /** Builds the services in dependency order; no service needs one built after it. */
 export function buildServices(base: ServiceBase, opts: ServiceOptions): Services {
   const { config, baseUrl } = opts;
-  const sessions = new SessionRegistry(base.clock, { maxPerEndpoint: config.sessionsPerEndpoint });
+  const sessions = new SessionRegistry(base.clock);
+  // Presence is loaded before a session can be rung; `presence` is built below.
+  const directory = new SessionDirectory(base, sessions, { maxPerEndpoint: config.sessionsPerEndpoint, onFirstCopy: (id) => presence.load(id) });
   const metrics = new Metrics({
-    unheardSessions: () => sessions.all().filter((s) => s.unheard).length,
+    unheardSessions: (): Promise<number> => acks.unheardSessionCount(),
     queueStats: () => queueStats(base),
   });
   const credentials = new EndpointCredentials(base);
@@ -95,20 +99,22 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
   const presence = new PresenceService(base, sessions, presenceCache, doorbell, (endpointId, reason) => hooks.announceBacklog(endpointId, reason));
   const webhooks = new Webhooks(base, box, baseUrl);
   const revocations = new Revocations(base, sessions, credentials);
-  const todos = new TodoService(base, { doorbell, hooks });
+  const readyRings = new ReadyRings(base, sessions, doorbell);
+  const todos = new TodoService(base, { doorbell: readyRings, hooks });
   return {
     base,
     sessions,
+    directory,
     metrics,
     credentials,
     revocations,
     acks,
     doorbell,
-    readyRings: new ReadyRings(base, sessions, doorbell),
+    readyRings,
     presence,
     agentPresence: new AgentPresence(base, presence),
     operatorPresence: new OperatorPresence(base, presence),
-    selfTests: new SelfTests(base, sessions, doorbell, { ringDelayMs: opts.selfTestRingDelayMs }),
+    selfTests: new SelfTests(base, sessions, directory, doorbell, { ringDelayMs: opts.selfTestRingDelayMs }),
     hooks,
     webhooks,
     endpoints: new EndpointService(base, { onRevoked: (endpointId) => revocations.forget(endpointId) }),
@@ -123,7 +129,7 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
 
 /** What each service does on each NOTIFY channel, merged into one handler set. */
 export function wakeupsOf(s: Services): WakeupHandlers {
-  return { ...s.revocations.wakeups(), ...s.presence.wakeups(), ...s.selfTests.wakeups(), ...s.readyRings.wakeups() };
+  return { ...s.directory.wakeups(), ...s.revocations.wakeups(), ...s.presence.wakeups(), ...s.selfTests.wakeups(), ...s.readyRings.wakeups() };
 }
 
 /** The background loops every instance runs (tests turn them off and drive passes by hand). */
@@ -136,6 +142,6 @@ export function maintenanceLoopsOf(s: Services): MaintenanceLoop[] {
     selfTestCleanupLoop(s.selfTests),
     selfTestRingLoop(s.selfTests),
     doorbellSweepLoop({ sql, clock, log, doorbell: s.doorbell, presence: s.presence }),
-    sessionJanitorLoop(s.sessions),
+    sessionJanitorLoop(s.directory),
   ];
 }

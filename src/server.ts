@@ -50,11 +50,9 @@ function withSecurityHeaders(reply: FastifyReply): FastifyReply {
 /** The fastify instance with every surface mounted on the instance's services. */
 export function buildServer(s: Services, web: WebOptions): FastifyInstance {
   const { sql, clock, log } = s.base;
-  /** This instance's sessions of an endpoint, and how many of them are unheard. */
-  const sessionCounts = (endpointId: string) => {
-    const of = s.sessions.sessionsOf(endpointId);
-    return { sessions: of.length, unheard_sessions: of.filter((x) => x.unheard).length };
-  };
+  /** The cluster's sessions of each endpoint, and how many of them are unheard. */
+  const sessionCounts = async (endpointIds: readonly string[]) =>
+    new Map([...(await s.directory.countsOf(endpointIds))].map(([id, c]) => [id, { sessions: c.sessions, unheard_sessions: c.unheard }]));
   const app = Fastify({
     // Our own request log (below) names the route pattern, never the raw URL or headers.
     logger: false,
@@ -128,13 +126,27 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
     clock,
     log,
     baseUrl: web.baseUrl,
-    sessions: s.sessions,
+    sessionsOf: async (endpointIds) =>
+      new Map(
+        [...(await s.directory.sessionsOfEach(endpointIds))].map(([id, rows]) => [
+          id,
+          rows.map((r) => {
+            const here = s.sessions.peek(r.id);
+            return {
+              id: r.id,
+              client: `${r.client_name} ${r.client_version}`.trim(),
+              stream: r.stream_instance !== null,
+              unheard: r.unheard,
+              deaf: here ? s.doorbell.isDeaf(here) : false,
+            };
+          }),
+        ]),
+      ),
     endpoints: s.endpoints,
     operatorPresence: s.operatorPresence,
     reads: s.boardReads,
     selfTests: s.selfTests,
     webhooks: s.webhooks,
-    isDeaf: (session) => s.doorbell.isDeaf(session),
     oidc: s.oidc,
   });
   registerMcp(app, {
@@ -143,6 +155,7 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
     agentPresence: s.agentPresence,
     log,
     sessions: s.sessions,
+    directory: s.directory,
     credentials: s.credentials,
     presence: s.presence,
     acks: s.acks,

@@ -38,7 +38,8 @@ export interface ApiDeps {
   webhooks: Webhooks;
   hooks: NotifyHooks;
   /** Instance-local: how many sessions of the endpoint are attached here, and how many are unheard. */
-  sessionCounts?: (endpointId: string) => { sessions: number; unheard_sessions: number };
+  /** Per endpoint, its sessions across the cluster and how many are unheard. */
+  sessionCounts?: (endpointIds: readonly string[]) => Promise<Map<string, SessionCountView>>;
 }
 
 /** Per personal token: reads 20/s (burst 40), writes 5/s (burst 20). */
@@ -103,10 +104,17 @@ const listQuery = z
   })
   .strict();
 
+/** One endpoint's sessions across the cluster, as the endpoint views carry them. */
+export interface SessionCountView {
+  sessions: number;
+  unheard_sessions: number;
+}
+
 export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
   const { clock, endpoints } = deps;
   const base = deps.baseUrl;
-  const countsOf = (endpointId: string) => deps.sessionCounts?.(endpointId) ?? { sessions: 0, unheard_sessions: 0 };
+  const countsOf = async (endpointIds: readonly string[]) => (await deps.sessionCounts?.(endpointIds)) ?? new Map<string, SessionCountView>();
+  const noSessions: SessionCountView = { sessions: 0, unheard_sessions: 0 };
   const readLimiter = new RateLimiter(API_READ_LIMIT, clock);
   const writeLimiter = new RateLimiter(API_WRITE_LIMIT, clock);
 
@@ -147,12 +155,14 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
 
       api.get('/endpoints', async (req): Promise<EndpointView[]> => {
         const rows = await endpoints.listOwn(human(req).id);
-        return rows.map((e) => endpointOut(e, base(), clock.now(), countsOf(e.id)));
+        const counts = await countsOf(rows.map((e) => e.id));
+        return rows.map((e) => endpointOut(e, base(), clock.now(), counts.get(e.id) ?? noSessions));
       });
 
       api.get('/endpoints/:ref', async (req): Promise<EndpointView> => {
         const e = await endpoints.requireOwn(human(req).id, ref(req));
-        return endpointOut(e, base(), clock.now(), countsOf(e.id));
+        const counts = await countsOf([e.id]);
+        return endpointOut(e, base(), clock.now(), counts.get(e.id) ?? noSessions);
       });
 
       api.post('/endpoints/:ref/revoke', async (req): Promise<RevokeResult> => {

@@ -11,7 +11,7 @@ import { RateLimiter } from '../lib/rate-limit.ts';
 import type { Webhooks } from '../services/webhooks.ts';
 import type { Logger } from '../lib/log.ts';
 import { writeEventStreamHead } from '../lib/sse.ts';
-import type { Session, SessionRegistry } from '../sessions/registry.ts';
+import type { SessionInfo } from './views/endpoints.ts';
 import { hashSecret } from '../lib/secrets.ts';
 import type { Humans } from '../services/humans.ts';
 import { SESSION_COOKIE, boardSession, clearSessionCookie, readCookie } from './auth.ts';
@@ -39,14 +39,13 @@ export interface BoardDeps {
   clock: Clock;
   log: Logger;
   baseUrl: () => string;
-  sessions: SessionRegistry;
+  /** The cluster's sessions of each endpoint, as the cards list them. */
+  sessionsOf: (endpointIds: readonly string[]) => Promise<Map<string, SessionInfo[]>>;
   endpoints: EndpointService;
   operatorPresence: OperatorPresence;
   reads: BoardReads;
   selfTests: SelfTests;
   webhooks: Webhooks;
-  /** Whether a session's recent doorbell writes all failed (the deaf-consumer warning). */
-  isDeaf?: (session: Session) => boolean;
   /** How often live updates look for changes (default 2 s). */
   eventsPollMs?: number;
   /** Sign-in through an OpenID Connect provider; null when SWITCHBOARD_OIDC_ISSUER is unset. */
@@ -77,10 +76,8 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     clock,
     log,
     pollMs: deps.eventsPollMs,
-    sessionCounts: (id) => {
-      const of = deps.sessions.sessionsOf(id);
-      return { sessions: of.length, unheard_sessions: of.filter((s) => s.unheard).length };
-    },
+    sessionCounts: async (ids) =>
+      new Map([...(await deps.sessionsOf(ids))].map(([id, of]) => [id, { sessions: of.length, unheard_sessions: of.filter((s) => s.unheard).length }])),
   });
   const asset = (name: string) => readFileSync(new URL(`./static/${name}`, import.meta.url));
   const css = asset('board.css');

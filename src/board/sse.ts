@@ -41,8 +41,8 @@ export interface BoardEventsDeps {
   reads: Pick<BoardReads, 'latestSelfTests' | 'todoChangesSince'>;
   clock: Clock;
   log: Logger;
-  /** Instance-local session counts of an endpoint. */
-  sessionCounts: (endpointId: string) => { sessions: number; unheard_sessions: number };
+  /** The cluster's session counts of each endpoint. */
+  sessionCounts: (endpointIds: readonly string[]) => Promise<Map<string, { sessions: number; unheard_sessions: number }>>;
   pollMs?: number;
   keepaliveMs?: number;
 }
@@ -101,6 +101,7 @@ class HumanWatch {
     const tests = new Map((await reads.latestSelfTests(ids)).map((t) => [t.endpoint_id, t]));
     const since = new Date((this.#cursor ?? now).getTime() - OVERLAP_MS);
     const changes = await reads.todoChangesSince(ids, since);
+    const sessionCounts = await this.deps.sessionCounts(ids);
     if (this.#stopped) return;
 
     for (const c of changes) {
@@ -121,7 +122,7 @@ class HumanWatch {
     for (const e of endpoints) {
       present.add(e.id);
       const eff = effective(inputsOf(e), now);
-      const counts = this.deps.sessionCounts(e.id);
+      const counts = sessionCounts.get(e.id) ?? { sessions: 0, unheard_sessions: 0 };
       const test = tests.get(e.id);
       const presence = { endpoint_id: e.id, presence: eff.presence, source: eff.source, until: untilOnWire(eff.until) };
       const mark: EndpointMark = {

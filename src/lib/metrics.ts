@@ -64,7 +64,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(opts: { unheardSessions: () => number; queueStats?: () => Promise<QueueStat[]> }) {
+  constructor(opts: { unheardSessions: () => Promise<number>; queueStats?: () => Promise<QueueStat[]> }) {
     collectDefaultMetrics({ register: this.registry, prefix: 'switchboard_process_' });
     new Gauge({
       name: 'switchboard_build_info',
@@ -76,8 +76,8 @@ export class Metrics {
       name: 'switchboard_doorbell_unheard_sessions',
       help: 'Sessions on this instance whose last 3 rings all went unheard.',
       registers: [this.registry],
-      collect() {
-        this.set(opts.unheardSessions());
+      async collect() {
+        this.set(await opts.unheardSessions());
       },
     });
     if (opts.queueStats) this.#registerQueueGauges(opts.queueStats);

@@ -8,12 +8,12 @@ import { initialize, initParams, mcp, openStream, request } from '../../test/sup
 const f = withApp({ env: { SWITCHBOARD_SESSIONS_PER_ENDPOINT: '2' }, refillMs: 60_000 });
 
 describe('the per-endpoint session cap', () => {
-  it('at the cap, an initialize closes the oldest session that has no stream and nothing in flight', async () => {
+  it('at the cap, an initialize ends the stream-less session seen longest ago, on every instance', async () => {
     const ep = await vend(f.api, { name: 'restarts-a-lot' });
     const first = await initialize(ep);
     const second = await initialize(ep);
     const third = await initialize(ep);
-    expect(f.app.sessions.sessionsOf(ep.id).map((s) => s.id).sort()).toEqual([second.sid, third.sid].sort());
+    expect((await f.app.directory.sessionsOf(ep.id)).map((s) => s.id).sort()).toEqual([second.sid, third.sid].sort());
     const gone = await mcp(ep, 'POST', { sid: first.sid, body: request('tools/list') });
     expect(gone.status).toBe(404);
   });
@@ -28,7 +28,7 @@ describe('the per-endpoint session cap', () => {
       expect(refused.status).toBe(429);
       expect(refused.headers.get('retry-after')).toBe('60');
       expect(refused.text).toContain('already holds 2 live sessions');
-      expect(f.app.sessions.sessionsOf(ep.id).map((s) => s.id).sort()).toEqual([a.sid, b.sid].sort());
+      expect((await f.app.directory.sessionsOf(ep.id)).map((s) => s.id).sort()).toEqual([a.sid, b.sid].sort());
     } finally {
       for (const s of streams) s.abort();
     }
@@ -40,25 +40,27 @@ describe('the per-endpoint session cap', () => {
     await initialize(full);
     const other = await vend(f.api, { name: 'other' });
     await initialize(other);
-    expect(f.app.sessions.sessionsOf(other.id)).toHaveLength(1);
+    expect(await f.app.directory.sessionsOf(other.id)).toHaveLength(1);
   });
 });
 
 describe('SessionRegistry', () => {
   const endpoint = (id: string) => ({ id, slug: id, queues: ['inbox'], verbs: [] });
-  const client = { name: 'test', version: '1' };
+  const facts = { protocolVersion: '2025-11-25', clientInfo: { name: 'test', version: '1' } };
 
-  it('holds at most its instance maximum, and indexes sessions by endpoint', () => {
-    const registry = new SessionRegistry(new ManualClock(), { maxPerEndpoint: 10, maxTotal: 3 });
-    const a1 = registry.create(endpoint('a') as never, '2025-11-25', client);
-    registry.create(endpoint('a') as never, '2025-11-25', client);
-    registry.create(endpoint('b') as never, '2025-11-25', client);
-    expect(() => registry.create(endpoint('c') as never, '2025-11-25', client)).toThrow(expect.objectContaining({ code: 'rate_limited' }));
-    expect(registry.sessionsOf('a')).toHaveLength(2);
-    registry.close(a1, 'test');
-    expect(registry.sessionsOf('a')).toHaveLength(1);
-    expect(registry.sessionsOf('c')).toEqual([]);
-    registry.create(endpoint('c') as never, '2025-11-25', client);
-    expect(registry.sessionsOf('c')).toHaveLength(1);
+  it('keeps at most its instance maximum of copies: the idlest copy makes room, and a busy instance refuses', () => {
+    const clock = new ManualClock();
+    const registry = new SessionRegistry(clock, { maxTotal: 3 });
+    const a1 = registry.create(endpoint('a') as never, facts);
+    clock.advance(1000);
+    const a2 = registry.create(endpoint('a') as never, facts);
+    const b = registry.create(endpoint('b') as never, facts);
+    registry.create(endpoint('c') as never, facts);
+    expect(registry.peek(a1.id)).toBeUndefined();
+    expect(registry.sessionsOf('a').map((s) => s.id)).toEqual([a2.id]);
+    for (const s of registry.all()) s.inFlight = 1;
+    expect(() => registry.create(endpoint('d') as never, facts)).toThrow(expect.objectContaining({ code: 'rate_limited' }));
+    expect(registry.sessionsOf('d')).toEqual([]);
+    expect(registry.peek(b.id)).toBe(b);
   });
 });

@@ -199,9 +199,9 @@ describe('GET stream', () => {
 
   it('sends a keepalive comment at the registry\'s interval', async () => {
     const registry = new SessionRegistry(new ManualClock(), { keepaliveMs: 50 });
-    const session = registry.create({ id: 'ep-keepalive', slug: 'keepalive', agentId: 'agent', queues: ['q'], verbs: [], webhookMax: 1 }, '2025-11-25', {
-      name: 'test',
-      version: '1',
+    const session = registry.create({ id: 'ep-keepalive', slug: 'keepalive', agentId: 'agent', queues: ['q'], verbs: [], webhookMax: 1 }, {
+      protocolVersion: '2025-11-25',
+      clientInfo: { name: 'test', version: '1' },
     });
     const server = http.createServer((_req, res) => registry.attachStream(session, res));
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));

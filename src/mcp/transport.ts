@@ -23,6 +23,7 @@ import {
 } from './protocol.ts';
 import type { EndpointCredentials } from '../services/endpoint-credentials.ts';
 import type { Session, SessionEndpoint, SessionRegistry } from '../sessions/registry.ts';
+import type { SessionDirectory } from '../services/session-directory.ts';
 import type { AgentServices } from './tools/index.ts';
 
 export const MCP_BODY_LIMIT = 1024 * 1024;
@@ -34,6 +35,7 @@ export const MCP_REALM = 'Bearer realm="switchboard"';
 
 export interface McpDeps extends AgentServices {
   sessions: SessionRegistry;
+  directory: SessionDirectory;
   credentials: EndpointCredentials;
   /** Hostnames a loopback listener accepts in Host (the DNS-rebinding guard); undefined disables it. */
   allowedHosts?: readonly string[];
@@ -131,16 +133,16 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       };
     });
 
-    /** The session named by Mcp-Session-Id, bound to the authenticated endpoint. */
-    const requireSession = (req: FastifyRequest): Session => {
+    /** The session named by Mcp-Session-Id, bound to the authenticated endpoint, wherever it was created. */
+    const requireSession = async (req: FastifyRequest): Promise<Session> => {
       const sid = headerValue(req, 'mcp-session-id');
       if (!sid) throw new TransportRefusal(400, TRANSPORT_ERROR, 'Bad Request: Mcp-Session-Id header is required');
-      const session = sessions.get(sid, req.mcpEndpoint!.id);
-      if (!session) throw new TransportRefusal(404, SESSION_NOT_FOUND, 'Session not found');
       const version = headerValue(req, 'mcp-protocol-version');
       if (version !== undefined && !isSupportedProtocolVersion(version)) {
         throw new TransportRefusal(400, TRANSPORT_ERROR, `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(version)}`);
       }
+      const session = await deps.directory.resolve(sid, req.mcpEndpoint!);
+      if (!session) throw new TransportRefusal(404, SESSION_NOT_FOUND, 'Session not found');
       return session;
     };
 
@@ -169,18 +171,17 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
         const params = incoming.message.params ?? {};
         const info = (params.clientInfo ?? {}) as { name?: unknown; version?: unknown };
         const version = negotiateProtocolVersion(params.protocolVersion);
-        const session = sessions.create(req.mcpEndpoint!, version, {
+        // Presence is loaded before the session can be rung.
+        const session = await deps.directory.create(req.mcpEndpoint!, version, {
           name: neutralizeText(info.name) || 'unknown',
           version: neutralizeText(info.version),
         });
-        // Presence is known before the session can be rung.
-        await deps.presence.load(session.endpoint.id);
         log.info({ slug: session.endpoint.slug, session: session.id, client: session.clientInfo, protocol: version }, 'mcp session created');
         reply.header('mcp-session-id', session.id);
         return sendRpc(reply, 200, rpcResult(incoming.message.id, initializeResult(version)));
       }
 
-      const session = requireSession(req);
+      const session = await requireSession(req);
       sessions.touch(session);
       if (incoming.kind !== 'request') {
         if (incoming.kind === 'notification' && incoming.message.method === 'notifications/initialized') session.initialized = true;
@@ -199,14 +200,14 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       if (!accepts(req, 'text/event-stream')) {
         throw new TransportRefusal(406, TRANSPORT_ERROR, 'Not Acceptable: Accept must include text/event-stream');
       }
-      const session = requireSession(req);
+      const session = await requireSession(req);
       reply.hijack();
       sessions.attachStream(session, reply.raw);
     });
 
     mcp.delete('/mcp/:slug', async (req, reply) => {
-      const session = requireSession(req);
-      sessions.close(session, 'deleted by client');
+      const session = await requireSession(req);
+      await deps.directory.close(session, 'deleted by client');
       return reply.code(204).send();
     });
 

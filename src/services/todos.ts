@@ -15,7 +15,7 @@ import {
 import type { QueueStat } from '../lib/metrics.ts';
 import type { ServiceBase } from './base.ts';
 import { requireActive, type Endpoint } from './endpoints.ts';
-import type { Doorbell } from './doorbell/doorbell.ts';
+import type { ReadyRings } from './doorbell/ready-rings.ts';
 import type { NotifyHooks } from './notify-hooks.ts';
 
 export { TODO_STATES, summarizeTodo, type TodoRow, type TodoState, type TodoSummary };
@@ -49,7 +49,7 @@ export const queueStats = (base: ServiceBase): Promise<QueueStat[]> => queueStat
 
 /** Who hears, after commit, of a new push-eligible todo made on this instance. */
 export interface TodoFanOut {
-  doorbell?: Pick<Doorbell, 'ringReady'>;
+  doorbell?: Pick<ReadyRings, 'ringReady'>;
   hooks?: Pick<NotifyHooks, 'announceTodo'>;
   /** Anything else that wants to know (tests). */
   onTodoReady?: (todo: TodoRow) => void;

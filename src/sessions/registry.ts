@@ -30,13 +30,29 @@ export interface Session {
   /** Set by `notifications/initialized`. */
   initialized: boolean;
   lastActivityAt: Date;
+  /** When the session directory last confirmed this session is live (ms); 0 forces a check. */
+  verifiedAt: number;
+  /** Activity not yet written to the directory; the directory service flushes it in batches. */
+  dirty: boolean;
+  /** Its last acknowledgement (a claim or ack_doorbell) on this instance, until flushed. */
+  ackedAt: Date | null;
   /** POSTs being handled right now; an open stream also keeps the session alive. */
   inFlight: number;
   stream: OpenStream | null;
   /** Frames written to the stream that the socket has not flushed yet (the doorbell buffer). */
   unflushed: number;
-  /** Its last 3 rings went unheard with no acknowledgement from it (SPEC-0025 REQ-5). */
+  /** Its last 3 rings went unheard with no acknowledgement from it (SPEC-0025 REQ-5), as last read from the directory. */
   unheard: boolean;
+}
+
+/** What a session is when this instance learns of it: new here, or read from the directory. */
+export interface SessionFacts {
+  id?: string;
+  createdAt?: Date;
+  protocolVersion: string;
+  clientInfo: ClientInfo;
+  initialized?: boolean;
+  unheard?: boolean;
 }
 
 interface OpenStream {
@@ -48,10 +64,12 @@ export type WriteVerdict = 'written' | 'no_stream' | 'write_failed';
 
 export const SESSION_IDLE_MS = 30 * 60_000;
 export const KEEPALIVE_MS = SSE_KEEPALIVE_MS;
-/** Live sessions one endpoint may hold on one instance (SWITCHBOARD_SESSIONS_PER_ENDPOINT). */
+/** Live sessions one endpoint may hold across the cluster (SWITCHBOARD_SESSIONS_PER_ENDPOINT). */
 export const SESSIONS_PER_ENDPOINT_DEFAULT = 32;
-/** Live sessions one instance holds at most, whatever the endpoints. */
+/** Sessions one instance keeps in memory at most, whatever the endpoints. */
 export const SESSIONS_PER_INSTANCE_MAX = 20_000;
+/** A session copy with no stream and no call here for this long is dropped from this instance's memory (not ended). */
+export const LOCAL_COPY_IDLE_MS = 5 * 60_000;
 
 export interface SessionEvents {
   /** The endpoint's first open stream on this instance (0 → 1). */
@@ -63,64 +81,69 @@ export interface SessionEvents {
 }
 
 /**
- * The per-instance registry of live MCP sessions. Nothing here is persisted: a restart drops
- * every session and clients initialize again. It is the one place that knows whether a session
- * has an open stream, which the doorbell writer's verdict depends on.
+ * This instance's copies of live MCP sessions. The cluster's sessions live in the session
+ * directory (services/session-directory.ts); a copy is made here when a session is created or
+ * first used on this instance. It is the one place that knows whether a session has an open
+ * stream here, which the doorbell writer's verdict depends on.
  */
 export class SessionRegistry extends EventEmitter<SessionEvents> {
   readonly #sessions = new Map<string, Session>();
   /** endpoint id → its sessions here, so every per-endpoint question costs that endpoint's sessions only. */
   readonly #byEndpoint = new Map<string, Set<Session>>();
-  readonly #maxPerEndpoint: number;
   readonly #maxTotal: number;
   /** endpoint id → number of its sessions with an open stream on this instance. */
   readonly #openStreams = new Map<string, number>();
   readonly #clock: Clock;
   readonly #keepaliveMs: number;
 
-  constructor(clock: Clock, opts: { keepaliveMs?: number; maxPerEndpoint?: number; maxTotal?: number } = {}) {
+  constructor(clock: Clock, opts: { keepaliveMs?: number; maxTotal?: number } = {}) {
     super();
     this.#clock = clock;
     this.#keepaliveMs = opts.keepaliveMs ?? KEEPALIVE_MS;
-    this.#maxPerEndpoint = opts.maxPerEndpoint ?? SESSIONS_PER_ENDPOINT_DEFAULT;
     this.#maxTotal = opts.maxTotal ?? SESSIONS_PER_INSTANCE_MAX;
   }
 
   /**
-   * A new session. At the endpoint's cap the oldest session with no open stream and nothing in
-   * flight makes room (a client that restarted without DELETE leaves such sessions behind); when
-   * every one is busy, or this instance holds its maximum, the initialize is refused (429).
+   * A copy of a session on this instance (a new one gets a fresh id). At the instance maximum the
+   * copy used longest ago with no stream and nothing in flight is dropped from memory (the session
+   * lives on in the directory); when every copy is busy the request is refused (429).
    */
-  create(endpoint: SessionEndpoint, protocolVersion: string, clientInfo: ClientInfo): Session {
-    const mine = this.#byEndpoint.get(endpoint.id);
-    if (mine && mine.size >= this.#maxPerEndpoint) {
-      const idle = [...mine].filter((s) => s.stream === null && s.inFlight === 0).sort((a, b) => a.lastActivityAt.getTime() - b.lastActivityAt.getTime());
-      if (!idle[0]) {
-        throw new SwitchboardError('rate_limited', `endpoint ${endpoint.slug} already holds ${this.#maxPerEndpoint} live sessions, each with an open stream or a call in flight; close one (DELETE) and retry`, { retry_after: 60 });
-      }
-      this.close(idle[0], 'session cap: the oldest idle session made room');
-    }
+  create(endpoint: SessionEndpoint, facts: SessionFacts): Session {
     if (this.#sessions.size >= this.#maxTotal) {
-      throw new SwitchboardError('rate_limited', `this instance holds its maximum of ${this.#maxTotal} sessions; retry shortly`, { retry_after: 60 });
+      let idlest: Session | undefined;
+      for (const s of this.#sessions.values()) {
+        if (s.stream === null && s.inFlight === 0 && (!idlest || s.lastActivityAt < idlest.lastActivityAt)) idlest = s;
+      }
+      if (!idlest) throw new SwitchboardError('rate_limited', `this instance holds its maximum of ${this.#maxTotal} busy sessions; retry shortly`, { retry_after: 60 });
+      this.close(idlest, 'instance maximum: the copy used longest ago made room');
     }
     const now = this.#clock.now();
     const session: Session = {
-      id: randomBytes(16).toString('base64url'),
+      id: facts.id ?? randomBytes(16).toString('base64url'),
       endpoint,
-      createdAt: now,
-      protocolVersion,
-      clientInfo,
-      initialized: false,
+      createdAt: facts.createdAt ?? now,
+      protocolVersion: facts.protocolVersion,
+      clientInfo: facts.clientInfo,
+      initialized: facts.initialized ?? false,
       lastActivityAt: now,
+      verifiedAt: now.getTime(),
+      dirty: false,
+      ackedAt: null,
       inFlight: 0,
       stream: null,
       unflushed: 0,
-      unheard: false,
+      unheard: facts.unheard ?? false,
     };
     this.#sessions.set(session.id, session);
+    const mine = this.#byEndpoint.get(endpoint.id);
     if (mine) mine.add(session);
     else this.#byEndpoint.set(endpoint.id, new Set([session]));
     return session;
+  }
+
+  /** This instance's copy of a session, whichever endpoint it belongs to. */
+  peek(id: string): Session | undefined {
+    return this.#sessions.get(id);
   }
 
   /** The session, only if it belongs to this endpoint: another endpoint's answers like a missing one. */
@@ -148,6 +171,12 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
 
   touch(session: Session): void {
     session.lastActivityAt = this.#clock.now();
+    session.dirty = true;
+  }
+
+  /** The endpoints with at least one open stream on this instance. */
+  streamingEndpoints(): string[] {
+    return [...this.#openStreams.keys()];
   }
 
   /**
@@ -212,21 +241,24 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
     return victims.length;
   }
 
-  /** Closes sessions with nothing in flight, no stream and no activity for the idle window. */
-  expireIdle(idleMs = SESSION_IDLE_MS): number {
+  /** Drops copies with nothing in flight, no stream and no activity here for `idleMs`. */
+  expireIdle(idleMs = LOCAL_COPY_IDLE_MS, reason = 'idle here'): Session[] {
     const cutoff = this.#clock.now().getTime() - idleMs;
-    let n = 0;
+    const dropped: Session[] = [];
     for (const s of this.#sessions.values()) {
-      if (s.inFlight === 0 && !s.stream && s.lastActivityAt.getTime() <= cutoff) {
-        this.close(s, 'idle');
-        n++;
-      }
+      if (s.inFlight === 0 && !s.stream && !s.dirty && s.lastActivityAt.getTime() <= cutoff) dropped.push(s);
     }
-    return n;
+    for (const s of dropped) this.close(s, reason);
+    return dropped;
   }
 
   closeAll(reason: string): void {
     for (const s of [...this.#sessions.values()]) this.close(s, reason);
+  }
+
+  /** Ends the session's stream here (a newer one opened elsewhere); the session stays. */
+  endStream(session: Session): void {
+    this.#endStream(session);
   }
 
   #endStream(session: Session): void {

@@ -4,7 +4,8 @@ import type { Sql, TxSql } from '../db/connect.ts';
  * The cross-instance NOTIFY channels and their payloads. Each channel has one encode and one
  * decode here; the wire formats are shared with every instance of this version, so they must
  * not change: `todo_ready` `<endpoint_id>:<queue>`, `endpoint_presence` `<endpoint_id>:<in|out|refresh>`,
- * `endpoint_revoked` `<endpoint_id>`, `doorbell_test` `<test id>`. Sent at commit, like any NOTIFY.
+ * `endpoint_revoked` `<endpoint_id>`, `doorbell_test` `<test id>`, `mcp_session` `<session id>:closed` or
+ * `<session id>:stream:<instance id>`. Sent at commit, like any NOTIFY.
  */
 export interface ChannelPayloads {
   todo_ready: { endpointId: string; queue: string };
@@ -12,6 +13,8 @@ export interface ChannelPayloads {
   endpoint_presence: { endpointId: string; change: 'in' | 'out' | 'refresh' };
   endpoint_revoked: { endpointId: string };
   doorbell_test: { testId: string };
+  /** closed: the session ended everywhere; stream: its stream is now on that instance (any other ends its own). */
+  mcp_session: { sessionId: string; change: 'closed' } | { sessionId: string; change: 'stream'; instanceId: string };
 }
 export type Channel = keyof ChannelPayloads;
 
@@ -48,6 +51,16 @@ const codecs: { [C in Channel]: Codec<ChannelPayloads[C]> } = {
     encode: (p) => p.testId,
     decode: (raw) => (raw ? { testId: raw } : null),
   },
+  mcp_session: {
+    encode: (p) => (p.change === 'closed' ? `${p.sessionId}:closed` : `${p.sessionId}:stream:${p.instanceId}`),
+    decode: (raw) => {
+      const [sessionId, change, instanceId, ...rest] = raw.split(':');
+      if (!sessionId || rest.length > 0) return null;
+      if (change === 'closed' && instanceId === undefined) return { sessionId, change };
+      if (change === 'stream' && instanceId) return { sessionId, change, instanceId };
+      return null;
+    },
+  },
 };
 
 export const CHANNELS = Object.keys(codecs) as Channel[];
@@ -70,6 +83,10 @@ export const notifyExpression = <C extends Channel>(sql: Sql | TxSql, channel: C
  */
 export const presenceNotifyPerRow = (sql: Sql | TxSql, endpointIdColumn: string, changeColumn: string) =>
   sql`pg_notify(${'endpoint_presence' satisfies Channel}, ${sql(endpointIdColumn)}::text || ':' || ${sql(changeColumn)})`;
+
+/** `mcp_session` `<id>:closed` for every row of a statement (the same encoding as encodePayload). */
+export const sessionClosedNotifyPerRow = (sql: Sql | TxSql, idColumn: string) =>
+  sql`pg_notify(${'mcp_session' satisfies Channel}, ${sql(idColumn)} || ':closed')`;
 
 /** Sends one notification; delivered to every instance when the surrounding transaction commits. */
 export async function notify<C extends Channel>(sql: Sql | TxSql, channel: C, payload: ChannelPayloads[C]): Promise<void> {

@@ -137,7 +137,7 @@ export const isEndpointRevoked = (err: unknown): boolean =>
 /**
  * Revokes an endpoint: the credential stops resolving and, in the same transaction, every live
  * todo (pending, claimed, or waiting on a retry) is dead-lettered with `endpoint_revoked`, except
- * self-test todos, which are simply ended.
+ * self-test todos, which are simply ended; its MCP sessions are deleted from the directory.
  * Other instances learn of it from the `endpoint_revoked` notification, sent at commit.
  */
 export async function revokeOwnEndpoint(
@@ -162,6 +162,8 @@ export async function revokeOwnEndpoint(
       update todos set state = 'done', owner = null, lease_expires_at = null, lease_token_hash = null, next_retry_at = null,
         result = ${tx.json({ self_test: true, note: 'ended: the endpoint was revoked' })}, completed_at = ${now}, updated_at = ${now}
       where endpoint_id = ${current.id} and synthetic and ${live(tx)}`;
+    // Its MCP sessions end on every instance: they hear endpoint_revoked and drop their copies.
+    await tx`delete from mcp_sessions where endpoint_id = ${current.id}`;
     await notify(tx, 'endpoint_revoked', { endpointId: current.id });
     return { endpoint: await getOwnEndpointById(tx, humanId, current.id), deadLettered: dead.count };
   });

@@ -125,28 +125,6 @@ export async function markUnheardRingsUnscoped(sql: Sql, now: Date): Promise<{ u
   return { unheard: [...unheard], claimed: [...claimed] };
 }
 
-/**
- * Of the given sessions, those whose 3 most recent rings all went unheard with no acknowledgement
- * of a ring by that session since the first of them (`since`: the caller also checks the
- * acknowledgements that touched no ring, such as a claim of a todo that was never rung).
- */
-export async function unheardSessions(sql: Sql, sessionIds: readonly string[]): Promise<{ session_id: string; since: Date }[]> {
-  if (sessionIds.length === 0) return [];
-  const rows = await sql<{ session_id: string; since: Date }[]>`
-    with recent as (
-      select r.session_id, r.sent_at, r.unheard_at,
-             row_number() over (partition by r.session_id order by r.sent_at desc, r.ring_id desc) as n
-      from doorbell_rings r where r.session_id = any(${sql.array([...sessionIds])}::text[]) and not r.synthetic
-    ), last3 as (
-      select session_id, count(*) filter (where unheard_at is not null) as unheard, count(*) as total, min(sent_at) as since
-      from recent where n <= 3 group by session_id
-    )
-    select l.session_id, l.since from last3 l
-    where l.total = 3 and l.unheard = 3
-      and not exists (select 1 from doorbell_rings a where a.acked_session_id = l.session_id and a.acked_at >= l.since)`;
-  return [...rows];
-}
-
 /** Ring records are kept 7 days after they were sent. */
 export async function pruneRingsUnscoped(sql: Sql, now: Date): Promise<number> {
   const rows = await sql`delete from doorbell_rings where sent_at < ${now}::timestamptz - interval '7 days' returning 1`;

@@ -114,10 +114,15 @@ export async function recordTestDelivery(
     where test_id = ${testId} and delivery is null`;
 }
 
-/** When no instance took the ring in time: nothing was attached to ring. */
-export async function settleUndeliveredTest(sql: Sql, testId: string, now: Date): Promise<boolean> {
+/** When no instance could take the ring: nothing was attached (no_session), or nothing had a stream open (no_stream). */
+export async function settleUndeliveredTest(
+  sql: Sql,
+  testId: string,
+  now: Date,
+  outcome: { delivery: 'no_session' | 'no_stream'; clientName: string | null } = { delivery: 'no_session', clientName: null },
+): Promise<boolean> {
   const rows = await sql`
-    update doorbell_tests set delivery = 'no_session', delivered_at = ${now}
+    update doorbell_tests set delivery = ${outcome.delivery}, delivered_at = ${now}, client_name = ${outcome.clientName}
     where test_id = ${testId} and delivery is null and delivering_instance is null and claimed_at is null returning 1`;
   return rows.length === 1;
 }

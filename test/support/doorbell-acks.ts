@@ -61,8 +61,8 @@ const readyCalls = new WeakMap<App, Map<string, number>>();
 export function instrument<T extends App>(a: T): T {
   const calls = new Map<string, number>();
   readyCalls.set(a, calls);
-  const original = a.doorbell.ringReady.bind(a.doorbell);
-  a.doorbell.ringReady = (todo) => {
+  const original = a.readyRings.ringReady.bind(a.readyRings);
+  a.readyRings.ringReady = (todo) => {
     calls.set(todo.id, (calls.get(todo.id) ?? 0) + 1);
     return original(todo);
   };

@@ -11,25 +11,23 @@ import { ownerOf, type Endpoint, type EndpointService } from '../../services/end
 import type { OperatorPresence } from '../../services/presence-operator.ts';
 import { inputsOf } from '../../services/presence.ts';
 import type { Webhooks } from '../../services/webhooks.ts';
-import type { Session, SessionRegistry } from '../../sessions/registry.ts';
 import { HTTP_STATUS } from '../../web/errors.ts';
 import type { BoardSession } from '../auth.ts';
 import { sendPage } from '../error-page.ts';
 import { field, fieldErrorOf, fields, formOf, isInvalid } from '../form.ts';
 import { path } from '../html.ts';
-import { alreadyVendedPage, endpointPage, endpointsPage, revokeConfirmPage, vendedPage, type CardData, type CardErrors, type ReportView } from '../views/endpoints.ts';
+import { alreadyVendedPage, endpointPage, endpointsPage, revokeConfirmPage, vendedPage, type CardData, type CardErrors, type ReportView, type SessionInfo } from '../views/endpoints.ts';
 
 export interface EndpointRouteDeps {
   clock: Clock;
   log: Logger;
   baseUrl: () => string;
-  sessions: SessionRegistry;
+  sessionsOf: (endpointIds: readonly string[]) => Promise<Map<string, SessionInfo[]>>;
   endpoints: EndpointService;
   operatorPresence: OperatorPresence;
   reads: Pick<BoardReads, 'latestSelfTests'>;
   selfTests: SelfTests;
   webhooks: Webhooks;
-  isDeaf?: (session: Session) => boolean;
 }
 
 const VEND_REQUEST = /^[A-Za-z0-9_-]{16,64}$/;
@@ -56,22 +54,19 @@ function parseUntil(raw: string | undefined, now: Date): Date | null {
 export function registerEndpointRoutes(board: FastifyInstance, deps: EndpointRouteDeps): void {
   const now = () => deps.clock.now();
 
-  const cardData = (e: Endpoint): CardData => ({
-    endpoint: e,
-    presence: effective(inputsOf(e), now()),
-    mcpUrl: mcpUrl(deps.baseUrl(), e.slug),
-    sessions: deps.sessions.sessionsOf(e.id).map((s) => ({
-      id: s.id,
-      client: `${s.clientInfo.name} ${s.clientInfo.version}`.trim(),
-      stream: s.stream !== null,
-      unheard: s.unheard,
-      deaf: deps.isDeaf?.(s) ?? false,
-    })),
-  });
+  const cardsOf = async (rows: readonly Endpoint[]): Promise<CardData[]> => {
+    const sessions = await deps.sessionsOf(rows.map((e) => e.id));
+    return rows.map((e) => ({
+      endpoint: e,
+      presence: effective(inputsOf(e), now()),
+      mcpUrl: mcpUrl(deps.baseUrl(), e.slug),
+      sessions: sessions.get(e.id) ?? [],
+    }));
+  };
 
   async function renderEndpoints(reply: FastifyReply, s: BoardSession, status: number, opts: Parameters<typeof endpointsPage>[3] = {}) {
     const rows = await deps.endpoints.listOwn(s.human.id);
-    return sendPage(reply, status, endpointsPage(s, rows.map(cardData), now(), opts));
+    return sendPage(reply, status, endpointsPage(s, await cardsOf(rows), now(), opts));
   }
 
   async function renderEndpoint(reply: FastifyReply, s: BoardSession, e: Endpoint, status: number, opts: { errs?: CardErrors; reportError?: string } = {}) {
@@ -81,7 +76,8 @@ export function registerEndpointRoutes(board: FastifyInstance, deps: EndpointRou
       const r = await deps.selfTests.report(e.id, latest.test_id);
       report = { ...r, started_at: latest.created_at };
     }
-    const page = endpointPage(s, cardData(e), now(), {
+    const [card] = await cardsOf([e]);
+    const page = endpointPage(s, card!, now(), {
       report,
       reportError: opts.reportError,
       webhooks: await deps.webhooks.list(e.id),

@@ -5,7 +5,8 @@ import type { Logger } from '../../lib/log.ts';
 import type { Session, SessionRegistry } from '../../sessions/registry.ts';
 import type { Metrics } from '../../lib/metrics.ts';
 import { notFound } from '../../domain/errors.ts';
-import { ackRing, insertRing, markUnheardRingsUnscoped, unheardSessions, type AckedRing, type NewRing, type RingKind, type RingState } from '../../store/rings.ts';
+import { ackRing, insertRing, markUnheardRingsUnscoped, type AckedRing, type NewRing, type RingKind, type RingState } from '../../store/rings.ts';
+import { markUnheardSessionsUnscoped, unheardSessionCountUnscoped } from '../../store/sessions.ts';
 
 export const UNHEARD_SWEEP_INTERVAL_MS = 30_000;
 
@@ -14,13 +15,10 @@ const counted = (r: { kind: RingKind; synthetic: boolean }): boolean => !r.synth
 
 /**
  * Doorbell acknowledgement at run time (SPEC-0025): records a ring for every doorbell written,
- * counts acknowledgements and unheard rings, and keeps the per-session unheard mark of the
- * sessions on this instance.
+ * counts acknowledgements and unheard rings, and keeps the per-session unheard mark in the session
+ * directory (an acknowledgement reaches it with the session's next activity flush).
  */
 export class DoorbellAcks {
-  /** When each session of this instance last acknowledged anything (a claim or ack_doorbell). */
-  readonly #lastAck = new WeakMap<Session, Date>();
-
   private readonly sql: Sql;
   private readonly clock: Clock;
   private readonly log: Logger;
@@ -58,7 +56,8 @@ export class DoorbellAcks {
   /** An acknowledgement by this session (a claim or ack_doorbell): counts it and clears its mark. */
   acknowledged(session: Session, rings: readonly AckedRing[], via: 'claim' | 'ack'): void {
     // A claim that acknowledged no ring (its todo was never rung) still resets the unheard run.
-    this.#lastAck.set(session, this.clock.now());
+    session.ackedAt = this.clock.now();
+    session.dirty = true;
     for (const r of rings.filter(counted)) {
       if (!r.late) this.metrics.ringsAcknowledged.inc({ kind: r.kind, via });
       if (r.unheardNow) this.metrics.ringsUnheard.inc({ kind: r.kind });
@@ -82,30 +81,26 @@ export class DoorbellAcks {
 
   /**
    * The unheard sweep: claims expired rings once across instances and counts only those, then
-   * re-evaluates the unheard mark of this instance's sessions.
+   * marks unheard the sessions, on any instance, whose last 3 rings all went unheard.
    */
   async sweep(): Promise<number> {
     const now = this.clock.now();
     const { unheard, claimed } = await markUnheardRingsUnscoped(this.sql, now);
     for (const r of unheard.filter(counted)) this.metrics.ringsUnheard.inc({ kind: r.kind });
     for (const r of claimed.filter(counted)) this.metrics.ringsAcknowledged.inc({ kind: r.kind, via: 'claim' });
-    const local = this.sessions.all().filter((s) => !s.unheard);
-    const deaf = new Map((await unheardSessions(this.sql, local.map((s) => s.id))).map((d) => [d.session_id, d.since]));
-    for (const s of local) {
-      const since = deaf.get(s.id);
-      if (since === undefined) continue;
-      const lastAck = this.#lastAck.get(s);
-      if (lastAck && lastAck.getTime() >= since.getTime()) continue;
-      s.unheard = true;
+    for (const s of await markUnheardSessionsUnscoped(this.sql)) {
+      const here = this.sessions.peek(s.id);
+      if (here) here.unheard = true;
       this.log.warn(
-        { slug: s.endpoint.slug, session: s.id, client: s.clientInfo },
+        { endpoint_id: s.endpoint_id, session: s.id, client: { name: s.client_name, version: s.client_version } },
         'session marked unheard: its last 3 doorbells reached it but nothing acted on them',
       );
     }
     return unheard.length;
   }
 
-  unheardSessionCount(): number {
-    return this.sessions.all().filter((s) => s.unheard).length;
+  /** Sessions marked unheard across the cluster (the metrics gauge). */
+  unheardSessionCount(): Promise<number> {
+    return unheardSessionCountUnscoped(this.sql);
   }
 }

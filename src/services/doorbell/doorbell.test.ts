@@ -92,7 +92,7 @@ describe('PublishTodoReady', () => {
     const log = createLogger('debug', new Writable({ write: (c, _e, done) => void ((logged += c.toString()), done()) }));
     const doorbell = new Doorbell({ sessions: registry, clock, log });
     const endpoint = { id: 'ep-1', slug: 'ep-one', agentId: 'ag', queues: ['reviews'], verbs: [], webhookMax: 1 };
-    const streamless = registry.create(endpoint, '2025-11-25', { name: 'x', version: '1' });
+    const streamless = registry.create(endpoint, { protocolVersion: '2025-11-25', clientInfo: { name: 'x', version: '1' } });
     const target = { id: 'td_x', endpoint_id: 'ep-1', queue: 'reviews', title: 't', kind: null };
     for (let i = 1; i <= DEAF_THRESHOLD + 1; i++) {
       expect(doorbell.ring({ ...target, id: `td_${i}` })).toEqual({ rung: false, reason: 'no_stream' });

@@ -4,20 +4,20 @@ import type { Session, SessionRegistry, WriteVerdict } from '../../sessions/regi
 import type { Presence } from '../../domain/presence/index.ts';
 import { newRingId, type RingKind } from '../../store/rings.ts';
 import type { DoorbellAcks } from './acks.ts';
-import { DoorbellGate } from './gate.ts';
 import { testDoorbell, todoDoorbell, type ChannelNotification, type DoorbellTodo } from '../../domain/doorbell-notification.ts';
 
 /** A session with this many unflushed frames accepts no more doorbells: drop, never block. */
 export const DOORBELL_BUFFER = 16;
 /** Consecutive failed writes on one session before it is reported as deaf. */
 export const DEAF_THRESHOLD = 3;
+/** A todo that becomes ready rings at most once a minute across the cluster (ReadyRings). */
 export const CREATION_GATE_MS = 60_000;
 
 export interface RingTarget extends DoorbellTodo {
   endpoint_id: string;
 }
 
-export type RingFailure = 'gated' | 'held' | 'no_session' | 'all_full' | 'no_stream' | 'write_failed';
+export type RingFailure = 'held' | 'no_session' | 'all_full' | 'no_stream' | 'write_failed';
 export type RingOutcome = { rung: true; session: Session; ringId: string } | { rung: false; reason: RingFailure };
 
 export interface DoorbellOptions {
@@ -42,7 +42,8 @@ interface RingFacts {
 }
 
 /**
- * Rings exactly one session of a todo's endpoint on this instance: tenant first, then queue
+ * Rings exactly one session of a todo's endpoint on this instance (ReadyRings and the sweep decide
+ * which instance rings): tenant first, then queue
  * scope; sessions with an open stream first, in per-endpoint round-robin; a streamless session
  * only if no streaming one accepts. Never blocks and never retries: the queue is the record.
  * Every doorbell carries a fresh meta.ring_id; a ring is recorded only for a write that landed.
@@ -50,7 +51,6 @@ interface RingFacts {
 export class Doorbell {
   readonly #cursors = new Map<string, number>();
   readonly #deafRuns = new WeakMap<Session, { failures: number }>();
-  readonly #gate: DoorbellGate;
   readonly #sessions: SessionRegistry;
   readonly #clock: Clock;
   readonly #log: Logger;
@@ -65,7 +65,6 @@ export class Doorbell {
     this.#presenceOf = opts.presenceOf ?? (() => 'in');
     this.#acks = opts.acks;
     this.#ackWindowSeconds = Math.round((opts.ackWindowMs ?? 15 * 60_000) / 1000);
-    this.#gate = new DoorbellGate(opts.clock, CREATION_GATE_MS);
     opts.sessions.on('sessionClosed', (s) => {
       if (opts.sessions.sessionsOf(s.endpoint.id).length === 0) this.#cursors.delete(s.endpoint.id);
     });
@@ -78,12 +77,6 @@ export class Doorbell {
   receivers(): string[] {
     const streaming = this.#sessions.all().filter((s) => s.stream !== null);
     return [...new Set(streaming.map((s) => s.endpoint.id))].filter((id) => this.#presenceOf(id) === 'in');
-  }
-
-  /** A creation or wakeup ring: at most one per todo per minute on this instance. */
-  ringReady(todo: RingTarget): RingOutcome {
-    if (!this.#gate.first(todo.id)) return { rung: false, reason: 'gated' };
-    return this.ring(todo);
   }
 
   /** PublishTodoReady: ring one session of the todo's endpoint. */

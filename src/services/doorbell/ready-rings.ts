@@ -1,26 +1,46 @@
 import type { SessionRegistry } from '../../sessions/registry.ts';
+import { takeRingGate } from '../../store/sessions.ts';
 import { freshReadyTodos } from '../../store/todos/index.ts';
 import type { ServiceBase } from '../base.ts';
 import type { WakeupHandlers } from '../wakeups.ts';
-import type { Doorbell } from './doorbell.ts';
+import { CREATION_GATE_MS, type Doorbell, type RingTarget } from './doorbell.ts';
+import { DoorbellGate } from './gate.ts';
 
 /**
- * todo_ready on this instance: a todo created or requeued anywhere rings one of its endpoint's
- * sessions here, if this instance holds one. The doorbell's gate stops a second ring of a todo.
+ * A todo that became ready (created, or requeued anywhere) rings once across the cluster. Every
+ * instance hears todo_ready; those holding an open stream of the todo's endpoint compete for the
+ * todo's ring gate in the database, and the one that takes it writes the doorbell to one of its
+ * streams. A local gate absorbs this instance's own double fires (its creation ring and the
+ * LISTEN echo of it) without a round trip.
  */
 export class ReadyRings {
+  readonly #localGate: DoorbellGate;
+
   constructor(
     private readonly base: ServiceBase,
     private readonly sessions: SessionRegistry,
     private readonly doorbell: Doorbell,
-  ) {}
+  ) {
+    this.#localGate = new DoorbellGate(base.clock, CREATION_GATE_MS);
+  }
 
-  /** Rings the todos of an endpoint's queue that became ready in the last minute, if it has sessions here. */
+  /** Rings a ready todo if this instance holds a stream of its endpoint and the cluster's gate lets it. */
+  ringReady(todo: RingTarget): void {
+    if (!this.sessions.hasOpenStream(todo.endpoint_id) || !this.#localGate.first(todo.id)) return;
+    const { sql, clock, log } = this.base;
+    takeRingGate(sql, todo.id, clock.now(), CREATION_GATE_MS)
+      .then((won) => {
+        if (won) this.doorbell.ring(todo);
+      })
+      .catch((err: unknown) => log.warn({ err: (err as Error).message, todo_id: todo.id }, 'doorbell ring gate failed'));
+  }
+
+  /** Rings the todos of an endpoint's queue that became ready in the last minute, if it has a stream here. */
   ringFresh(endpointId: string, queue: string): void {
-    if (this.sessions.sessionsOf(endpointId).length === 0) return;
+    if (!this.sessions.hasOpenStream(endpointId)) return;
     const { sql, clock, log } = this.base;
     freshReadyTodos(sql, endpointId, queue, clock.now())
-      .then((todos) => todos.forEach((t) => this.doorbell.ringReady(t)))
+      .then((todos) => todos.forEach((t) => this.ringReady(t)))
       .catch((err: unknown) => log.warn({ err: (err as Error).message, endpoint_id: endpointId }, 'todo_ready wakeup failed'));
   }
 
@@ -29,10 +49,12 @@ export class ReadyRings {
       todo_ready: {
         onNotify: ({ endpointId, queue }) => this.ringFresh(endpointId, queue),
         // Notifications sent while the listener was reconnecting are lost: ring what became ready
-        // meanwhile on every queue of every endpoint held here.
+        // meanwhile on every queue of every endpoint streaming here.
         onListen: () => {
           const held = new Map<string, Set<string>>();
-          for (const s of this.sessions.all()) held.set(s.endpoint.id, new Set([...(held.get(s.endpoint.id) ?? []), ...s.endpoint.queues]));
+          for (const s of this.sessions.all()) {
+            if (s.stream) held.set(s.endpoint.id, new Set([...(held.get(s.endpoint.id) ?? []), ...s.endpoint.queues]));
+          }
           for (const [endpointId, queues] of held) for (const queue of queues) this.ringFresh(endpointId, queue);
         },
       },

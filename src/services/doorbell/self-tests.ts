@@ -5,6 +5,7 @@ import type { Sql } from '../../db/connect.ts';
 import { SwitchboardError, invalidArgument, notFound } from '../../domain/errors.ts';
 import type { Logger } from '../../lib/log.ts';
 import type { SessionRegistry } from '../../sessions/registry.ts';
+import type { SessionDirectory } from '../session-directory.ts';
 import {
   cleanUpSelfTestsUnscoped,
   getSelfTest,
@@ -92,7 +93,6 @@ export function parseWaitSeconds(raw: unknown): number {
  * anything claimed it in time.
  */
 export class SelfTests {
-  readonly #instanceId = `i_${ulid()}`;
   readonly #timers = new Set<NodeJS.Timeout>();
 
   private readonly sql: Sql;
@@ -102,6 +102,7 @@ export class SelfTests {
   constructor(
     base: ServiceBase,
     private readonly sessions: SessionRegistry,
+    private readonly directory: SessionDirectory,
     private readonly doorbell: Doorbell,
     private readonly opts: { ringDelayMs?: number; takeGraceMs?: number } = {},
   ) {
@@ -114,13 +115,14 @@ export class SelfTests {
     if (!queue) throw new SwitchboardError('invalid_argument', 'this endpoint has no queue to test on', { field: 'queues' });
     const now = this.clock.now();
     const delay = this.opts.ringDelayMs ?? TEST_RING_DELAY_MS;
-    const local = this.sessions.sessionsOf(endpoint.id);
+    // Every instance's sessions: the agent's stream may be on another instance than this request.
+    const attached = await this.directory.sessionsOf(endpoint.id);
     const channelCapability = {
       server_advertised: true,
-      sessions: local.map((s) => ({ client_name: s.clientInfo.name, client_version: s.clientInfo.version, stream_open: s.stream !== null })),
+      sessions: attached.map((s) => ({ client_name: s.client_name, client_version: s.client_version, stream_open: s.stream_instance !== null })),
       note: CHANNEL_NOTE,
     };
-    const streamAttached = local.some((s) => s.stream !== null);
+    const streamAttached = attached.some((s) => s.stream_instance !== null);
     let row: SelfTestRow;
     try {
       row = await startSelfTest(
@@ -177,10 +179,10 @@ export class SelfTests {
     };
   }
 
-  /** Another instance announced a due test ring: take it if a session of its endpoint is here. */
+  /** Another instance announced a due test ring: take it if a stream of its endpoint is open here. */
   async onWakeup(testId: string): Promise<void> {
     const endpointId = await selfTestEndpointUnscoped(this.sql, testId);
-    if (!endpointId || this.sessions.sessionsOf(endpointId).length === 0) return;
+    if (!endpointId || !this.sessions.hasOpenStream(endpointId)) return;
     await this.#deliverHere(testId);
   }
 
@@ -201,12 +203,12 @@ export class SelfTests {
   }
 
   /**
-   * One tick on this instance: rings the overdue tests of endpoints with a session here (the
+   * One tick on this instance: rings the overdue tests of endpoints with a stream here (the
    * instance that started a test may have stopped before its timer fired), then ends as
    * `no_session` every test still unrung at its report_after.
    */
   async ringOverdue(): Promise<{ rung: number; settled: number }> {
-    const here = [...new Set(this.sessions.all().map((s) => s.endpoint.id))];
+    const here = this.sessions.streamingEndpoints();
     const overdue = await overdueTestsUnscoped(this.sql, here, this.clock.now());
     for (const testId of overdue) await this.#deliverHere(testId);
     const settled = await settleUnrungTestsUnscoped(this.sql, this.clock.now());
@@ -220,21 +222,28 @@ export class SelfTests {
   }
 
   async #ringDue(endpoint: SelfTestEndpoint, testId: string): Promise<void> {
-    if (this.sessions.sessionsOf(endpoint.id).length > 0) {
+    if (this.sessions.hasOpenStream(endpoint.id)) {
       await this.#deliverHere(testId);
       return;
     }
-    // No session here: let the instance that hosts one take it, or settle it as no_session.
-    await notify(this.sql, 'doorbell_test', { testId });
-    this.#later(this.opts.takeGraceMs ?? TEST_TAKE_GRACE_MS, async () => {
-      if (await settleUndeliveredTest(this.sql, testId, this.clock.now())) {
-        this.log.info({ slug: endpoint.slug, test_id: testId }, 'self-test ring found no session');
+    const attached = await this.directory.sessionsOf(endpoint.id);
+    const outcome = {
+      delivery: attached.length === 0 ? ('no_session' as const) : ('no_stream' as const),
+      clientName: attached[0]?.client_name ?? null,
+    };
+    const settle = async () => {
+      if (await settleUndeliveredTest(this.sql, testId, this.clock.now(), outcome)) {
+        this.log.info({ slug: endpoint.slug, test_id: testId, delivery: outcome.delivery }, 'self-test ring found no open stream');
       }
-    });
+    };
+    if (!attached.some((s) => s.stream_instance !== null)) return settle();
+    // The stream is on another instance: it takes the ring, or the test settles after the grace.
+    await notify(this.sql, 'doorbell_test', { testId });
+    this.#later(this.opts.takeGraceMs ?? TEST_TAKE_GRACE_MS, settle);
   }
 
   async #deliverHere(testId: string): Promise<void> {
-    const row = await takeTestDelivery(this.sql, testId, this.#instanceId);
+    const row = await takeTestDelivery(this.sql, testId, this.directory.instanceId);
     if (!row) return;
     const session = this.sessions.sessionsOf(row.endpoint_id)[0];
     const queue = (await todoQueueUnscoped(this.sql, row.todo_id)) ?? '';

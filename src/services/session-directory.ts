@@ -1,0 +1,247 @@
+import { ulid } from 'ulidx';
+import { SwitchboardError } from '../domain/errors.ts';
+import { VERSION } from '../lib/version.ts';
+import type { ClientInfo, Session, SessionEndpoint, SessionRegistry } from '../sessions/registry.ts';
+import { SESSION_IDLE_MS, SESSIONS_PER_ENDPOINT_DEFAULT } from '../sessions/registry.ts';
+import {
+  attachSessionStream,
+  deleteSession,
+  detachSessionStream,
+  expireIdleSessionsUnscoped,
+  findSession,
+  heartbeatInstance,
+  insertSession,
+  reapDeadInstancesUnscoped,
+  recordSessionActivity,
+  removeInstance,
+  sessionCountsOf,
+  sessionsOfEndpoints,
+  type SessionCounts,
+  type SessionRow,
+} from '../store/sessions.ts';
+import type { ServiceBase } from './base.ts';
+import type { WakeupHandlers } from './wakeups.ts';
+
+/** A copy confirmed live this recently is used without asking the directory. */
+export const SESSION_CACHE_MS = 5_000;
+/** How often an instance writes the activity it saw (last seen, acknowledgements) to the directory. */
+export const ACTIVITY_FLUSH_MS = 2_000;
+/** How often an instance heartbeats and reaps dead instances (dead after INSTANCE_DEAD_AFTER_MS). */
+export const HEARTBEAT_MS = 5_000;
+/** How long a shutdown waits to write its last activity and leave the directory. */
+const STOP_WRITE_TIMEOUT_MS = 2_000;
+
+export interface SessionDirectoryOptions {
+  maxPerEndpoint?: number;
+  /** Runs when this instance first holds a copy of an endpoint's session (presence is loaded before a ring). */
+  onFirstCopy?: (endpointId: string) => Promise<void>;
+}
+
+/**
+ * The cluster's MCP sessions: PostgreSQL holds every session (store/sessions.ts) and this
+ * instance's registry holds copies of those used here. Any instance answers a POST or DELETE for
+ * any live session; a GET stream stays where it was accepted, and the directory names its
+ * instance. The newest stream wins across instances; DELETE, idle expiry and revocation end a
+ * session on every instance at once (`mcp_session` and `endpoint_revoked` notifications).
+ */
+export class SessionDirectory {
+  readonly instanceId = `i_${ulid()}`;
+  readonly #maxPerEndpoint: number;
+  readonly #onFirstCopy: (endpointId: string) => Promise<void>;
+  #timers: NodeJS.Timeout[] = [];
+  #flushing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly base: ServiceBase,
+    readonly registry: SessionRegistry,
+    opts: SessionDirectoryOptions = {},
+  ) {
+    this.#maxPerEndpoint = opts.maxPerEndpoint ?? SESSIONS_PER_ENDPOINT_DEFAULT;
+    this.#onFirstCopy = opts.onFirstCopy ?? (async () => {});
+    registry.on('streamOpened', (s) => this.#streamOpened(s));
+    registry.on('streamClosed', (s) => {
+      detachSessionStream(base.sql, s.id, this.instanceId, base.clock.now()).catch((err: unknown) => this.#warn('stream detach', s, err));
+    });
+  }
+
+  /** A new session: written to the directory before its id is handed out. */
+  async create(endpoint: SessionEndpoint, protocolVersion: string, clientInfo: ClientInfo): Promise<Session> {
+    const session = this.registry.create(endpoint, { protocolVersion, clientInfo });
+    try {
+      const { inserted, evicted } = await insertSession(
+        this.base.sql,
+        { id: session.id, endpointId: endpoint.id, protocolVersion, clientName: clientInfo.name, clientVersion: clientInfo.version, at: session.createdAt },
+        { maxPerEndpoint: this.#maxPerEndpoint },
+      );
+      if (!inserted) {
+        throw new SwitchboardError(
+          'rate_limited',
+          `endpoint ${endpoint.slug} already holds ${this.#maxPerEndpoint} live sessions, each with an open stream; close one (DELETE) and retry`,
+          { retry_after: 60 },
+        );
+      }
+      if (evicted) this.#dropCopy(evicted, 'session cap: the session seen longest ago made room');
+    } catch (err) {
+      this.registry.close(session, 'not created');
+      throw err;
+    }
+    await this.#onFirstCopy(endpoint.id);
+    return session;
+  }
+
+  /**
+   * The live session named by a request, bound to the authenticated endpoint, or undefined. A
+   * copy confirmed within SESSION_CACHE_MS costs no database round trip; another instance's
+   * session is read from the directory and copied here.
+   */
+  async resolve(id: string, endpoint: SessionEndpoint): Promise<Session | undefined> {
+    const now = this.base.clock.now().getTime();
+    const copy = this.registry.get(id, endpoint.id);
+    if (copy && (copy.stream !== null || now - copy.verifiedAt < SESSION_CACHE_MS)) return copy;
+    const row = await findSession(this.base.sql, id, endpoint.id);
+    if (!row) {
+      if (copy) this.registry.close(copy, 'ended elsewhere');
+      return undefined;
+    }
+    if (copy) {
+      copy.verifiedAt = now;
+      copy.unheard = row.unheard;
+      copy.initialized ||= row.initialized;
+      return copy;
+    }
+    if (this.registry.peek(id)) return undefined;
+    const firstOfEndpoint = this.registry.sessionsOf(endpoint.id).length === 0;
+    const adopted = this.registry.create(endpoint, {
+      id: row.id,
+      createdAt: row.created_at,
+      protocolVersion: row.protocol_version,
+      clientInfo: { name: row.client_name, version: row.client_version },
+      initialized: row.initialized,
+      unheard: row.unheard,
+    });
+    if (firstOfEndpoint) await this.#onFirstCopy(endpoint.id);
+    return adopted;
+  }
+
+  /** DELETE by the client: the session ends on every instance. */
+  async close(session: Session, reason: string): Promise<void> {
+    this.registry.close(session, reason);
+    await deleteSession(this.base.sql, session.id);
+  }
+
+  /** Every session of an endpoint, as the cluster sees it, oldest first. */
+  sessionsOf(endpointId: string): Promise<SessionRow[]> {
+    return sessionsOfEndpoints(this.base.sql, [endpointId]);
+  }
+
+  /** Every session of each endpoint, as the cluster sees it, oldest first. */
+  async sessionsOfEach(endpointIds: readonly string[]): Promise<Map<string, SessionRow[]>> {
+    const out = new Map<string, SessionRow[]>(endpointIds.map((id) => [id, []]));
+    for (const row of await sessionsOfEndpoints(this.base.sql, endpointIds)) out.get(row.endpoint_id)?.push(row);
+    return out;
+  }
+
+  /** Per endpoint: sessions, live streams and unheard sessions across the cluster. */
+  countsOf(endpointIds: readonly string[]): Promise<Map<string, SessionCounts>> {
+    return sessionCountsOf(this.base.sql, endpointIds);
+  }
+
+  /** Writes the activity seen here since the last flush (last seen, acknowledgements, initialized). */
+  flush(): Promise<void> {
+    this.#flushing = this.#flushing.then(async () => {
+      const dirty = this.registry.all().filter((s) => s.dirty);
+      if (dirty.length === 0) return;
+      const batch = dirty.map((s) => ({ id: s.id, seenAt: s.lastActivityAt, ackedAt: s.ackedAt, initialized: s.initialized }));
+      for (const s of dirty) {
+        s.dirty = false;
+        s.ackedAt = null;
+      }
+      await recordSessionActivity(this.base.sql, batch).catch((err: unknown) => {
+        for (const s of dirty) s.dirty = true;
+        this.base.log.warn({ err: (err as Error).message, sessions: dirty.length }, 'session activity flush failed; retrying');
+      });
+    });
+    return this.#flushing;
+  }
+
+  /** This instance is alive; instances that stopped heartbeating are removed with their streams. */
+  async heartbeat(): Promise<void> {
+    await heartbeatInstance(this.base.sql, this.instanceId, VERSION);
+    const dead = await reapDeadInstancesUnscoped(this.base.sql);
+    if (dead.length > 0) this.base.log.warn({ instances: dead }, 'instances stopped heartbeating; their streams are gone');
+  }
+
+  /** Ends sessions idle across the cluster for the idle window, and forgets copies idle here. */
+  async expireIdle(): Promise<number> {
+    await this.flush();
+    const ended = await expireIdleSessionsUnscoped(this.base.sql, new Date(this.base.clock.now().getTime() - SESSION_IDLE_MS));
+    for (const id of ended) this.#dropCopy(id, 'idle');
+    this.registry.expireIdle();
+    return ended.length;
+  }
+
+  /** Registers this instance and starts its heartbeat and activity flush (wall-clock timers: liveness is real time). */
+  async start(): Promise<void> {
+    await this.heartbeat();
+    const every = (ms: number, what: string, fn: () => Promise<unknown>) => {
+      const t = setInterval(() => void fn().catch((err: unknown) => this.base.log.warn({ err: (err as Error).message }, `${what} failed`)), ms);
+      t.unref();
+      this.#timers.push(t);
+    };
+    every(HEARTBEAT_MS, 'instance heartbeat', () => this.heartbeat());
+    every(ACTIVITY_FLUSH_MS, 'session activity flush', () => this.flush());
+  }
+
+  /** A clean shutdown: streams here end, the directory forgets this instance; the sessions live on elsewhere. */
+  async stop(): Promise<void> {
+    for (const t of this.#timers) clearInterval(t);
+    this.#timers = [];
+    this.registry.closeAll('server shutting down');
+    // With the database gone, shutdown does not wait for it: the heartbeat ages out instead.
+    const writes = (async () => {
+      await this.flush();
+      await removeInstance(this.base.sql, this.instanceId);
+    })();
+    const gaveUp = new Promise<'timeout'>((resolve) => setTimeout(resolve, STOP_WRITE_TIMEOUT_MS, 'timeout').unref());
+    const outcome = await Promise.race([writes.then(() => 'done' as const), gaveUp]).catch((err: unknown) => err as Error);
+    if (outcome !== 'done') {
+      this.base.log.warn({ err: outcome === 'timeout' ? 'timed out' : outcome.message }, 'could not remove this instance from the directory');
+    }
+  }
+
+  wakeups(): WakeupHandlers {
+    return {
+      mcp_session: {
+        onNotify: (p) => {
+          if (p.change === 'closed') this.#dropCopy(p.sessionId, 'ended elsewhere');
+          else if (p.instanceId !== this.instanceId) {
+            const copy = this.registry.peek(p.sessionId);
+            if (copy?.stream) this.registry.endStream(copy);
+          }
+        },
+        // Notifications missed while reconnecting: every copy is checked again on its next use.
+        onListen: () => {
+          for (const s of this.registry.all()) s.verifiedAt = 0;
+        },
+      },
+    };
+  }
+
+  #streamOpened(session: Session): void {
+    attachSessionStream(this.base.sql, session.id, this.instanceId, this.base.clock.now()).then(
+      (live) => {
+        if (!live) this.registry.close(session, 'ended elsewhere');
+      },
+      (err: unknown) => this.#warn('stream attach', session, err),
+    );
+  }
+
+  #dropCopy(id: string, reason: string): void {
+    const copy = this.registry.peek(id);
+    if (copy) this.registry.close(copy, reason);
+  }
+
+  #warn(stage: string, session: Session, err: unknown): void {
+    this.base.log.warn({ stage, slug: session.endpoint.slug, session: session.id, err: (err as Error).message }, 'session directory write failed');
+  }
+}

@@ -1,0 +1,245 @@
+import type { Sql, TxSql } from '../db/connect.ts';
+import { notifyExpression, sessionClosedNotifyPerRow } from './channels.ts';
+
+/** The cluster's view of one MCP session (migration 0013). */
+export interface SessionRow {
+  id: string;
+  endpoint_id: string;
+  protocol_version: string;
+  client_name: string;
+  client_version: string;
+  initialized: boolean;
+  created_at: Date;
+  last_seen_at: Date;
+  /** The live instance holding its GET stream, or null. */
+  stream_instance: string | null;
+  unheard: boolean;
+}
+
+export interface NewSession {
+  id: string;
+  endpointId: string;
+  protocolVersion: string;
+  clientName: string;
+  clientVersion: string;
+  at: Date;
+}
+
+/**
+ * An instance that has not heartbeaten for this long is dead: its streams no longer count. Process
+ * liveness is wall-clock time, read from the database's clock (now()), never the injected clock:
+ * moving a test's clock must not kill the instances it runs.
+ */
+export const INSTANCE_DEAD_AFTER_MS = 20_000;
+const deadAfter = (sql: Sql | TxSql) => sql`make_interval(secs => ${INSTANCE_DEAD_AFTER_MS / 1000})`;
+
+/** The stream holder as the cluster sees it: a dead instance holds nothing, even before a live one deletes its row. */
+const liveStream = (sql: Sql | TxSql) => sql`
+  (select i.id from instances i where i.id = s.stream_instance and i.heartbeat_at > now() - ${deadAfter(sql)})`;
+
+const sessionColumns = (sql: Sql | TxSql) => sql`
+  s.id, s.endpoint_id, s.protocol_version, s.client_name, s.client_version, s.initialized,
+  s.created_at, s.last_seen_at, ${liveStream(sql)} as stream_instance, s.unheard`;
+
+/**
+ * Inserts a session. At the endpoint's cap the stream-less session seen longest ago makes room
+ * (and is announced closed); when every one holds a live stream nothing is inserted.
+ */
+export async function insertSession(
+  sql: Sql,
+  s: NewSession,
+  opts: { maxPerEndpoint: number },
+): Promise<{ inserted: boolean; evicted: string | null }> {
+  return sql.begin(async (tx) => {
+    // One initialize at a time per endpoint, so two cannot both take the last place.
+    await tx`select 1 from endpoints where id = ${s.endpointId}::uuid for update`;
+    const [count] = await tx<{ n: number }[]>`select count(*)::int as n from mcp_sessions where endpoint_id = ${s.endpointId}::uuid`;
+    let evicted: string | null = null;
+    if ((count?.n ?? 0) >= opts.maxPerEndpoint) {
+      const [victim] = await tx<{ id: string }[]>`
+        delete from mcp_sessions where id = (
+          select s.id from mcp_sessions s where s.endpoint_id = ${s.endpointId}::uuid and ${liveStream(tx)} is null
+          order by s.last_seen_at, s.id limit 1)
+        returning id, ${sessionClosedNotifyPerRow(tx, 'id')} as notified`;
+      if (!victim) return { inserted: false, evicted: null };
+      evicted = victim.id;
+    }
+    await tx`
+      insert into mcp_sessions (id, endpoint_id, protocol_version, client_name, client_version, created_at, last_seen_at)
+      values (${s.id}, ${s.endpointId}::uuid, ${s.protocolVersion}, ${s.clientName}, ${s.clientVersion}, ${s.at}, ${s.at})`;
+    return { inserted: true, evicted };
+  });
+}
+
+/** The session, only if it belongs to this endpoint. */
+export async function findSession(sql: Sql, id: string, endpointId: string): Promise<SessionRow | null> {
+  const [row] = await sql<SessionRow[]>`
+    select ${sessionColumns(sql)} from mcp_sessions s where s.id = ${id} and s.endpoint_id = ${endpointId}::uuid`;
+  return row ?? null;
+}
+
+/** Every session of these endpoints, oldest first. */
+export async function sessionsOfEndpoints(sql: Sql, endpointIds: readonly string[]): Promise<SessionRow[]> {
+  if (endpointIds.length === 0) return [];
+  return [
+    ...(await sql<SessionRow[]>`
+      select ${sessionColumns(sql)} from mcp_sessions s where s.endpoint_id = any(${sql.array([...endpointIds])}::uuid[])
+      order by s.created_at, s.id`),
+  ];
+}
+
+export interface SessionCounts {
+  sessions: number;
+  streams: number;
+  unheard: number;
+}
+
+/** Per endpoint: its sessions, those with a live stream, and those marked unheard. */
+export async function sessionCountsOf(sql: Sql, endpointIds: readonly string[]): Promise<Map<string, SessionCounts>> {
+  if (endpointIds.length === 0) return new Map();
+  const rows = await sql<{ endpoint_id: string; sessions: number; streams: number; unheard: number }[]>`
+    select s.endpoint_id, count(*)::int as sessions, count(${liveStream(sql)})::int as streams,
+           count(*) filter (where s.unheard)::int as unheard
+    from mcp_sessions s where s.endpoint_id = any(${sql.array([...endpointIds])}::uuid[]) group by s.endpoint_id`;
+  return new Map(rows.map((r) => [r.endpoint_id, { sessions: r.sessions, streams: r.streams, unheard: r.unheard }]));
+}
+
+/** How many sessions the cluster marks unheard (the metrics gauge). */
+export async function unheardSessionCountUnscoped(sql: Sql): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from mcp_sessions where unheard`;
+  return row?.n ?? 0;
+}
+
+export interface SessionActivity {
+  id: string;
+  seenAt: Date;
+  /** When it last acknowledged anything (a claim or ack_doorbell): clears its unheard mark. */
+  ackedAt: Date | null;
+  initialized: boolean;
+}
+
+/** Writes the activity an instance saw since its last flush, for many sessions in one statement. */
+export async function recordSessionActivity(sql: Sql, activity: readonly SessionActivity[]): Promise<void> {
+  if (activity.length === 0) return;
+  await sql`
+    update mcp_sessions s set
+      last_seen_at = greatest(s.last_seen_at, v.seen_at),
+      last_ack_at = case when v.acked_at is null then s.last_ack_at else greatest(s.last_ack_at, v.acked_at) end,
+      unheard = s.unheard and v.acked_at is null,
+      initialized = s.initialized or v.initialized
+    from unnest(${sql.array(activity.map((a) => a.id))}::text[], ${sql.array(activity.map((a) => a.seenAt.toISOString()))}::timestamptz[],
+                ${sql.array(activity.map((a) => a.ackedAt?.toISOString() ?? null))}::timestamptz[],
+                ${sql.array(activity.map((a) => a.initialized))}::boolean[]) as v(id, seen_at, acked_at, initialized)
+    where s.id = v.id`;
+}
+
+/**
+ * Names this instance as the holder of the session's stream and announces it, so the instance
+ * that held it before ends its own (the newest stream wins). False when the session is gone.
+ */
+export async function attachSessionStream(sql: Sql, id: string, instanceId: string, at: Date): Promise<boolean> {
+  const rows = await sql`
+    update mcp_sessions set stream_instance = ${instanceId}, stream_opened_at = ${at}, last_seen_at = greatest(last_seen_at, ${at})
+    where id = ${id}
+    returning ${notifyExpression(sql, 'mcp_session', { sessionId: id, change: 'stream', instanceId })} as notified`;
+  return rows.length > 0;
+}
+
+/** The stream this instance held has closed; a newer stream elsewhere is left alone. */
+export async function detachSessionStream(sql: Sql, id: string, instanceId: string, at: Date): Promise<void> {
+  await sql`
+    update mcp_sessions set stream_instance = null, stream_opened_at = null, last_seen_at = greatest(last_seen_at, ${at})
+    where id = ${id} and stream_instance = ${instanceId}`;
+}
+
+/** Ends a session everywhere: deleted, and announced closed to every instance. */
+export async function deleteSession(sql: Sql, id: string): Promise<boolean> {
+  const rows = await sql`delete from mcp_sessions where id = ${id} returning ${sessionClosedNotifyPerRow(sql, 'id')} as notified`;
+  return rows.length > 0;
+}
+
+/** Ends every session of an endpoint (revocation). */
+export async function deleteEndpointSessions(sql: Sql | TxSql, endpointId: string): Promise<number> {
+  const rows = await sql`
+    delete from mcp_sessions where endpoint_id = ${endpointId}::uuid returning ${sessionClosedNotifyPerRow(sql, 'id')} as notified`;
+  return rows.length;
+}
+
+/** Ends the sessions with no live stream and no activity since `cutoff`, everywhere. */
+export async function expireIdleSessionsUnscoped(sql: Sql, cutoff: Date): Promise<string[]> {
+  const rows = await sql<{ id: string }[]>`
+    delete from mcp_sessions s where s.last_seen_at <= ${cutoff}::timestamptz and ${liveStream(sql)} is null
+    returning s.id, ${sessionClosedNotifyPerRow(sql, 'id')} as notified`;
+  return rows.map((r) => r.id);
+}
+
+/** This instance is alive (inserted on the first beat). */
+export async function heartbeatInstance(sql: Sql, id: string, version: string): Promise<void> {
+  await sql`
+    insert into instances (id, started_at, heartbeat_at, version) values (${id}, now(), now(), ${version})
+    on conflict (id) do update set heartbeat_at = excluded.heartbeat_at`;
+}
+
+/** Deletes instances that stopped heartbeating; the streams they held are cleared with them. */
+export async function reapDeadInstancesUnscoped(sql: Sql): Promise<string[]> {
+  const rows = await sql<{ id: string }[]>`delete from instances where heartbeat_at <= now() - ${deadAfter(sql)} returning id`;
+  return rows.map((r) => r.id);
+}
+
+/** A clean shutdown: the instance and the streams it held are gone at once; its sessions stay. */
+export async function removeInstance(sql: Sql, id: string): Promise<void> {
+  await sql`delete from instances where id = ${id}`;
+}
+
+/** Live instances, newest heartbeat first (doctor and the deploy docs). */
+export async function liveInstancesUnscoped(sql: Sql): Promise<{ id: string; started_at: Date; heartbeat_at: Date; version: string; streams: number }[]> {
+  return [
+    ...(await sql<{ id: string; started_at: Date; heartbeat_at: Date; version: string; streams: number }[]>`
+      select i.id, i.started_at, i.heartbeat_at, i.version, (select count(*)::int from mcp_sessions s where s.stream_instance = i.id) as streams
+      from instances i where i.heartbeat_at > now() - ${deadAfter(sql)} order by i.heartbeat_at desc`),
+  ];
+}
+
+/**
+ * Marks unheard the sessions whose last 3 real rings all went unheard with no acknowledgement from
+ * them since the first of those (SPEC-0025 REQ-5). Returns those it marked now.
+ */
+export async function markUnheardSessionsUnscoped(sql: Sql): Promise<{ id: string; endpoint_id: string; client_name: string; client_version: string }[]> {
+  return [
+    ...(await sql<{ id: string; endpoint_id: string; client_name: string; client_version: string }[]>`
+      with recent as (
+        select r.session_id, r.sent_at, r.unheard_at,
+               row_number() over (partition by r.session_id order by r.sent_at desc, r.ring_id desc) as n
+        from doorbell_rings r join mcp_sessions s on s.id = r.session_id and not s.unheard
+        where not r.synthetic
+      ), last3 as (
+        select session_id, count(*) filter (where unheard_at is not null) as unheard, count(*) as total, min(sent_at) as since
+        from recent where n <= 3 group by session_id
+      )
+      update mcp_sessions s set unheard = true
+      from last3 l
+      where s.id = l.session_id and l.total = 3 and l.unheard = 3
+        and (s.last_ack_at is null or s.last_ack_at < l.since)
+        and not exists (select 1 from doorbell_rings a where a.acked_session_id = l.session_id and a.acked_at >= l.since)
+      returning s.id, s.endpoint_id, s.client_name, s.client_version`),
+  ];
+}
+
+/**
+ * The cluster-wide creation ring gate: true for the first caller for a todo within `ttlMs`, so
+ * a todo rings once however many instances hear that it is ready.
+ */
+export async function takeRingGate(sql: Sql, todoId: string, at: Date, ttlMs: number): Promise<boolean> {
+  const rows = await sql`
+    insert into ring_gates (todo_id, rung_at) values (${todoId}, ${at})
+    on conflict (todo_id) do update set rung_at = excluded.rung_at
+      where ring_gates.rung_at <= ${new Date(at.getTime() - ttlMs)}::timestamptz
+    returning 1`;
+  return rows.length > 0;
+}
+
+/** Gates older than an hour are of no use to anyone. */
+export async function pruneRingGatesUnscoped(sql: Sql, now: Date): Promise<number> {
+  const rows = await sql`delete from ring_gates where rung_at < ${now}::timestamptz - interval '1 hour' returning 1`;
+  return rows.length;
+}
