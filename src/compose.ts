@@ -71,14 +71,14 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
   const { config, baseUrl } = opts;
   const sessions = new SessionRegistry(base.clock);
   // Presence is loaded before a session can be rung; `presence` is built below.
-  const directory = new SessionDirectory(base, sessions, { maxPerEndpoint: config.sessionsPerEndpoint, onFirstCopy: (id) => presence.load(id) });
+  const directory = new SessionDirectory(base, sessions, { maxPerEndpoint: config.sessionsPerEndpoint, onFirstCopy: (id): Promise<void> => presence.load(id) });
   const metrics = new Metrics({
     unheardSessions: (): Promise<number> => acks.unheardSessionCount(),
     queueStats: () => queueStats(base),
   });
   const credentials = new EndpointCredentials(base);
   const box = new SecretBox(config.secretEncryptionKey);
-  const acks = new DoorbellAcks(base, metrics, sessions);
+  const acks = new DoorbellAcks(base, metrics, sessions, (): Promise<void> => directory.flush());
   const hooks = new NotifyHooks(base, box, metrics, {
     allowHttp: config.pushAllowHttp,
     allow: config.notifyHookAllow,

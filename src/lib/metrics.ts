@@ -74,7 +74,7 @@ export class Metrics {
     }).set({ version: VERSION }, 1);
     new Gauge({
       name: 'switchboard_doorbell_unheard_sessions',
-      help: 'Sessions on this instance whose last 3 rings all went unheard.',
+      help: 'Sessions of the cluster whose last 3 rings all went unheard (every instance reports the same value: aggregate with max).',
       registers: [this.registry],
       async collect() {
         this.set(await opts.unheardSessions());

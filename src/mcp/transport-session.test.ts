@@ -64,7 +64,7 @@ describe('DELETE and other methods', () => {
 });
 
 describe('idle expiry', () => {
-  it('expires a session after 30 idle minutes, but not one with an open stream or one touched 29 minutes ago', async () => {
+  it('expires a session after 30 idle minutes across the cluster, but not one with an open stream or one touched 29 minutes ago', async () => {
     const ep = await vend();
     const { sid: idle } = await initialize(ep);
     const { sid: streaming } = await initialize(ep);
@@ -75,17 +75,18 @@ describe('idle expiry', () => {
     expect((await rpc(ep, recent, 'ping')).result).toEqual({}); // touched at t+1 min
     app.clock.advance(29 * 60_000); // idle: 30 min; recent: 29 min; streaming: open
 
-    app.sessions.expireIdle();
+    const live = async () => (await app.directory.sessionsOf(ep.id)).map((s) => s.id);
+    await app.directory.expireIdle();
+    expect(await live()).not.toContain(idle);
+    expect(await live()).toEqual(expect.arrayContaining([streaming, recent]));
     expect(sessionById(idle)).toBeUndefined();
-    expect(sessionById(streaming)).toBeDefined();
-    expect(sessionById(recent)).toBeDefined();
     expectRpcError(await mcp(ep, 'POST', { body: request('ping'), sid: idle }), 404, -32001);
 
     // That 404 is no request on any live session; a minute later the recent one has idled out too.
     app.clock.advance(60_000);
-    app.sessions.expireIdle();
+    await app.directory.expireIdle();
+    expect(await live()).toEqual([streaming]);
     expect(sessionById(recent)).toBeUndefined();
-    expect(sessionById(streaming)).toBeDefined();
     expect((await rpc(ep, streaming, 'ping')).result).toEqual({});
   });
 });

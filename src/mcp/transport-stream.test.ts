@@ -140,8 +140,9 @@ describe('GET stream', () => {
     await until(() => session.stream === null, 'the reconnected stream to close');
     // ...and with no stream the idle janitor can still retire the session.
     app.clock.advance(31 * 60_000);
-    app.sessions.expireIdle();
+    await app.directory.expireIdle();
     expect(sessionById(sid)).toBeUndefined();
+    expect(await app.directory.sessionsOf(ep.id)).toEqual([]);
   });
 
   it('newest GET wins: a second GET on the session ends the first, and writes go to the second', async () => {

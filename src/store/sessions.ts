@@ -118,6 +118,11 @@ export interface SessionActivity {
   initialized: boolean;
 }
 
+/** An acknowledgement by a session marked unheard clears the mark at once. */
+export async function clearSessionUnheard(sql: Sql, id: string, ackedAt: Date): Promise<void> {
+  await sql`update mcp_sessions set unheard = false, last_ack_at = greatest(last_ack_at, ${ackedAt}) where id = ${id}`;
+}
+
 /** Writes the activity an instance saw since its last flush, for many sessions in one statement. */
 export async function recordSessionActivity(sql: Sql, activity: readonly SessionActivity[]): Promise<void> {
   if (activity.length === 0) return;
@@ -200,13 +205,21 @@ export async function liveInstancesUnscoped(sql: Sql): Promise<{ id: string; sta
   ];
 }
 
+export interface UnheardMark {
+  id: string;
+  endpoint_id: string;
+  slug: string;
+  client_name: string;
+  client_version: string;
+}
+
 /**
  * Marks unheard the sessions whose last 3 real rings all went unheard with no acknowledgement from
  * them since the first of those (SPEC-0025 REQ-5). Returns those it marked now.
  */
-export async function markUnheardSessionsUnscoped(sql: Sql): Promise<{ id: string; endpoint_id: string; client_name: string; client_version: string }[]> {
+export async function markUnheardSessionsUnscoped(sql: Sql): Promise<UnheardMark[]> {
   return [
-    ...(await sql<{ id: string; endpoint_id: string; client_name: string; client_version: string }[]>`
+    ...(await sql<UnheardMark[]>`
       with recent as (
         select r.session_id, r.sent_at, r.unheard_at,
                row_number() over (partition by r.session_id order by r.sent_at desc, r.ring_id desc) as n
@@ -217,11 +230,11 @@ export async function markUnheardSessionsUnscoped(sql: Sql): Promise<{ id: strin
         from recent where n <= 3 group by session_id
       )
       update mcp_sessions s set unheard = true
-      from last3 l
-      where s.id = l.session_id and l.total = 3 and l.unheard = 3
+      from last3 l, endpoints e
+      where s.id = l.session_id and e.id = s.endpoint_id and l.total = 3 and l.unheard = 3
         and (s.last_ack_at is null or s.last_ack_at < l.since)
         and not exists (select 1 from doorbell_rings a where a.acked_session_id = l.session_id and a.acked_at >= l.since)
-      returning s.id, s.endpoint_id, s.client_name, s.client_version`),
+      returning s.id, s.endpoint_id, e.slug, s.client_name, s.client_version`),
   ];
 }
 

@@ -12,6 +12,7 @@ const UNSCOPED = {
   'endpoints.ts': ['authenticateEndpointCredentialUnscoped', 'inactiveEndpointIdsUnscoped'],
   'presence.ts': ['presenceWatchlistUnscoped'],
   'rings.ts': ['markUnheardRingsUnscoped', 'pruneRingsUnscoped'],
+  'sessions.ts': ['expireIdleSessionsUnscoped', 'liveInstancesUnscoped', 'markUnheardSessionsUnscoped', 'pruneRingGatesUnscoped', 'reapDeadInstancesUnscoped', 'unheardSessionCountUnscoped'],
   'selftests.ts': ['cleanUpSelfTestsUnscoped', 'overdueTestsUnscoped', 'selfTestEndpointUnscoped', 'settleUnrungTestsUnscoped'],
   'todos/push.ts': ['chargeDueRingsUnscoped'],
   'todos/reads.ts': ['queueStatsUnscoped', 'todoQueueUnscoped'],

@@ -57,13 +57,13 @@ export const drainTools: Tool[] = [
     input: z.object({ id: todoId, lease_ttl_seconds: leaseTtl, require_fence: z.boolean({ error: 'must be true or false' }).optional() }).strict(),
     async run(ctx, args) {
       const claimed = await ctx.todoWork.claim(workerOf(ctx), args.id, { leaseTtlSeconds: args.lease_ttl_seconds, requireFence: args.require_fence });
-      ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
+      await ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
       return claimed.view;
     },
     async runUngranted(ctx, args) {
       const claimed = await ctx.todoWork.claimOwnTest(workerOf(ctx), args.id);
       if (!claimed) throw verbNotGranted('claim');
-      ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
+      await ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
       return claimed.view;
     },
   }),
@@ -79,13 +79,13 @@ export const drainTools: Tool[] = [
       .strict(),
     async run(ctx, args) {
       const claimed = await ctx.todoWork.claimNext(workerOf(ctx), args.queue, { leaseTtlSeconds: args.lease_ttl_seconds, requireFence: args.require_fence });
-      if (claimed.ackedRings) ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
+      if (claimed.ackedRings) await ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
       return claimed.view;
     },
     async runUngranted(ctx, args) {
       const claimed = await ctx.todoWork.claimOwnTest(workerOf(ctx), null, args.queue);
       if (!claimed) throw verbNotGranted('claim_next');
-      ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
+      await ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
       return claimed.view;
     },
   }),

@@ -79,20 +79,16 @@ describe('ring records (REQ-1, REQ-2)', () => {
     await until(async () => (await metric(app, 'switchboard_doorbell_rings_total', { kind: 'todo' })) === ringsBefore + 1, 'the ring counted');
   });
 
-  it('a failed write (no stream open) creates no ring and still counts toward the write-failure warning', async () => {
+  it('a session with no stream open on any instance is not rung: no ring, no write, nothing counted', async () => {
+    // Its stream may be on another instance of the cluster; only an instance holding one rings.
     const e = await vend();
     const sid = await streamlessSession(e);
     const ringsBefore = await metric(app, 'switchboard_doorbell_rings_total', { kind: 'todo' });
-    const ids = [await push(e, 'one'), await push(e, 'two')];
-    await settle();
-    expect(logs.filter((l) => l.msg === 'doorbell undeliverable: consumer attached but receiving nothing' && l.session === sid)).toHaveLength(0);
-    ids.push(await push(e, 'three'));
+    const ids = [await push(e, 'one'), await push(e, 'two'), await push(e, 'three')];
     await settle();
     for (const id of ids) expect(await ringsOf(id)).toEqual([]);
     expect(await ringsOfEndpoint(e.id)).toEqual([]);
-    const warnings = logs.filter((l) => l.msg === 'doorbell undeliverable: consumer attached but receiving nothing' && l.session === sid);
-    expect(warnings).toHaveLength(1);
-    expect(warnings[0]).toMatchObject({ level: 40, slug: e.slug, failures: 3, cause: 'no_stream' });
+    expect(logs.filter((l) => l.session === sid && String(l.msg).startsWith('doorbell'))).toEqual([]);
     expect(await metric(app, 'switchboard_doorbell_rings_total', { kind: 'todo' })).toBe(ringsBefore);
   });
 

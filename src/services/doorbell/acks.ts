@@ -6,7 +6,7 @@ import type { Session, SessionRegistry } from '../../sessions/registry.ts';
 import type { Metrics } from '../../lib/metrics.ts';
 import { notFound } from '../../domain/errors.ts';
 import { ackRing, insertRing, markUnheardRingsUnscoped, type AckedRing, type NewRing, type RingKind, type RingState } from '../../store/rings.ts';
-import { markUnheardSessionsUnscoped, unheardSessionCountUnscoped } from '../../store/sessions.ts';
+import { clearSessionUnheard, markUnheardSessionsUnscoped, unheardSessionCountUnscoped } from '../../store/sessions.ts';
 
 export const UNHEARD_SWEEP_INTERVAL_MS = 30_000;
 
@@ -27,6 +27,8 @@ export class DoorbellAcks {
     base: ServiceBase,
     private readonly metrics: Metrics,
     private readonly sessions: SessionRegistry,
+    /** Writes the acknowledgements seen on this instance to the directory before the marks are decided. */
+    private readonly flushActivity: () => Promise<void> = async () => {},
   ) {
     ({ sql: this.sql, clock: this.clock, log: this.log } = base);
   }
@@ -54,7 +56,7 @@ export class DoorbellAcks {
   }
 
   /** An acknowledgement by this session (a claim or ack_doorbell): counts it and clears its mark. */
-  acknowledged(session: Session, rings: readonly AckedRing[], via: 'claim' | 'ack'): void {
+  async acknowledged(session: Session, rings: readonly AckedRing[], via: 'claim' | 'ack'): Promise<void> {
     // A claim that acknowledged no ring (its todo was never rung) still resets the unheard run.
     session.ackedAt = this.clock.now();
     session.dirty = true;
@@ -63,7 +65,9 @@ export class DoorbellAcks {
       if (r.unheardNow) this.metrics.ringsUnheard.inc({ kind: r.kind });
     }
     if (session.unheard) {
+      // The mark is cleared at once: an operator watching the count sees the session heard again.
       session.unheard = false;
+      await clearSessionUnheard(this.sql, session.id, session.ackedAt);
       this.log.info({ slug: session.endpoint.slug, session: session.id, via }, 'session heard a doorbell again');
     }
   }
@@ -75,7 +79,7 @@ export class DoorbellAcks {
   async ack(session: Session, ringId: string): Promise<RingState> {
     const r = await ackRing(this.sql, session.endpoint.id, ringId, session.id, this.clock.now());
     if (!r) throw notFound(`no doorbell ring ${ringId} on this endpoint`);
-    this.acknowledged(session, r.acked ? [r.acked] : [], 'ack');
+    await this.acknowledged(session, r.acked ? [r.acked] : [], 'ack');
     return r.state;
   }
 
@@ -88,11 +92,12 @@ export class DoorbellAcks {
     const { unheard, claimed } = await markUnheardRingsUnscoped(this.sql, now);
     for (const r of unheard.filter(counted)) this.metrics.ringsUnheard.inc({ kind: r.kind });
     for (const r of claimed.filter(counted)) this.metrics.ringsAcknowledged.inc({ kind: r.kind, via: 'claim' });
+    await this.flushActivity();
     for (const s of await markUnheardSessionsUnscoped(this.sql)) {
       const here = this.sessions.peek(s.id);
       if (here) here.unheard = true;
       this.log.warn(
-        { endpoint_id: s.endpoint_id, session: s.id, client: { name: s.client_name, version: s.client_version } },
+        { slug: s.slug, session: s.id, client: { name: s.client_name, version: s.client_version } },
         'session marked unheard: its last 3 doorbells reached it but nothing acted on them',
       );
     }

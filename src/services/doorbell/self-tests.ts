@@ -22,6 +22,7 @@ import {
 import { notify } from '../../store/channels.ts';
 import { todoQueueUnscoped } from '../../store/todos/index.ts';
 import { pruneRingsUnscoped } from '../../store/rings.ts';
+import { pruneRingGatesUnscoped } from '../../store/sessions.ts';
 import { rfc3339 } from '../../domain/time.ts';
 import { VERSION } from '../../lib/version.ts';
 import type { Doorbell } from './doorbell.ts';
@@ -199,7 +200,8 @@ export class SelfTests {
     const now = this.clock.now();
     const { todos, reports } = await cleanUpSelfTestsUnscoped(this.sql, now);
     const rings = await pruneRingsUnscoped(this.sql, now);
-    if (todos || reports || rings) this.log.info({ synthetic_todos: todos, reports, rings }, 'self-test and ring housekeeping');
+    const gates = await pruneRingGatesUnscoped(this.sql, now);
+    if (todos || reports || rings || gates) this.log.info({ synthetic_todos: todos, reports, rings, ring_gates: gates }, 'self-test and ring housekeeping');
   }
 
   /**
