@@ -201,8 +201,9 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
         throw new TransportRefusal(406, TRANSPORT_ERROR, 'Not Acceptable: Accept must include text/event-stream');
       }
       const session = await requireSession(req);
+      if (!(await deps.directory.claimStream(session))) throw new TransportRefusal(404, SESSION_NOT_FOUND, 'Session not found');
       reply.hijack();
-      sessions.attachStream(session, reply.raw);
+      deps.directory.openStream(session, reply.raw);
     });
 
     mcp.delete('/mcp/:slug', async (req, reply) => {

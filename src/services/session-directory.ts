@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import { ulid } from 'ulidx';
 import { SwitchboardError } from '../domain/errors.ts';
 import { VERSION } from '../lib/version.ts';
@@ -58,10 +59,14 @@ export class SessionDirectory {
   ) {
     this.#maxPerEndpoint = opts.maxPerEndpoint ?? SESSIONS_PER_ENDPOINT_DEFAULT;
     this.#onFirstCopy = opts.onFirstCopy ?? (async () => {});
-    registry.on('streamOpened', (s) => this.#streamOpened(s));
-    registry.on('streamClosed', (s) => {
-      detachSessionStream(base.sql, s.id, this.instanceId, base.clock.now()).catch((err: unknown) => this.#warn('stream detach', s, err));
-    });
+    // A stream replaced by a newer one here, or ended with its session, names nothing to clear:
+    // look once the registry has finished (attachStream sets the new stream after closing the old).
+    registry.on('streamClosed', (s) =>
+      queueMicrotask(() => {
+        if (s.stream !== null || registry.peek(s.id) !== s) return;
+        detachSessionStream(base.sql, s.id, this.instanceId, base.clock.now()).catch((err: unknown) => this.#warn('stream detach', s, err));
+      }),
+    );
   }
 
   /** A new session: written to the directory before its id is handed out. */
@@ -121,6 +126,25 @@ export class SessionDirectory {
     });
     if (firstOfEndpoint) await this.#onFirstCopy(endpoint.id);
     return adopted;
+  }
+
+  /**
+   * Names this instance as the holder of the session's stream, so the directory is right before
+   * the client sees its stream open; the instance that held it before ends its own. False when
+   * the session ended meanwhile.
+   */
+  async claimStream(session: Session): Promise<boolean> {
+    const live = await attachSessionStream(this.base.sql, session.id, this.instanceId, this.base.clock.now());
+    if (!live) this.registry.close(session, 'ended elsewhere');
+    return live;
+  }
+
+  /** Makes `res` the session's stream here, once claimed; a client that left meanwhile leaves no stream named. */
+  openStream(session: Session, res: ServerResponse): void {
+    this.registry.attachStream(session, res);
+    if (session.stream?.res !== res) {
+      detachSessionStream(this.base.sql, session.id, this.instanceId, this.base.clock.now()).catch((err: unknown) => this.#warn('stream detach', session, err));
+    }
   }
 
   /** DELETE by the client: the session ends on every instance. */
@@ -225,15 +249,6 @@ export class SessionDirectory {
         },
       },
     };
-  }
-
-  #streamOpened(session: Session): void {
-    attachSessionStream(this.base.sql, session.id, this.instanceId, this.base.clock.now()).then(
-      (live) => {
-        if (!live) this.registry.close(session, 'ended elsewhere');
-      },
-      (err: unknown) => this.#warn('stream attach', session, err),
-    );
   }
 
   #dropCopy(id: string, reason: string): void {

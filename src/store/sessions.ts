@@ -59,7 +59,7 @@ export async function insertSession(
       const [victim] = await tx<{ id: string }[]>`
         delete from mcp_sessions where id = (
           select s.id from mcp_sessions s where s.endpoint_id = ${s.endpointId}::uuid and ${liveStream(tx)} is null
-          order by s.last_seen_at, s.id limit 1)
+          order by s.last_seen_at, s.seq limit 1)
         returning id, ${sessionClosedNotifyPerRow(tx, 'id')} as notified`;
       if (!victim) return { inserted: false, evicted: null };
       evicted = victim.id;
@@ -84,7 +84,7 @@ export async function sessionsOfEndpoints(sql: Sql, endpointIds: readonly string
   return [
     ...(await sql<SessionRow[]>`
       select ${sessionColumns(sql)} from mcp_sessions s where s.endpoint_id = any(${sql.array([...endpointIds])}::uuid[])
-      order by s.created_at, s.id`),
+      order by s.created_at, s.seq`),
   ];
 }
 

@@ -11,6 +11,8 @@ CREATE TABLE instances (
 
 CREATE TABLE mcp_sessions (
   id                text PRIMARY KEY,
+  -- Creation order, for the cap's "seen longest ago" when last_seen_at ties.
+  seq               bigint GENERATED ALWAYS AS IDENTITY,
   endpoint_id       uuid NOT NULL REFERENCES endpoints(id) ON DELETE CASCADE,
   protocol_version  text NOT NULL,
   client_name       text NOT NULL,
