@@ -105,7 +105,7 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
             ['ENDPOINT', 'STATE', 'PRESENCE', 'SESSIONS', 'UNHEARD'],
             endpoints.map((e) => [e.slug, e.state, e.state === 'active' ? e.presence.presence : '-', e.sessions, e.unheard_sessions]),
           );
-          io.out('(sessions are counted on the instance that answered)\n');
+          io.out('(sessions on every instance)\n');
         }
       }
       // An out endpoint is not rung, so its sessions are not judged (as on the board).
