@@ -72,7 +72,7 @@ export interface AppOptions {
 export async function openAdmin(config: Config, log: Logger): Promise<{ humans: Humans; applied: string[]; close(): Promise<void> }> {
   const db = await openDatabase(config, log, { role: 'admin' });
   try {
-    const applied = await migrate(db.sql);
+    const applied = await migrate(db.direct);
     return { humans: new Humans({ sql: db.sql, clock: systemClock }), applied, close: () => db.close() };
   } catch (err) {
     await db.close();
@@ -98,7 +98,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
   let wakeups: { stop(): Promise<void> } | undefined;
 
   try {
-    await migrate(db.sql, { onApply: (file) => log.info({ file }, 'migration applied') });
+    await migrate(db.direct, { onApply: (file) => log.info({ file }, 'migration applied') });
     server = buildServer(services, {
       baseUrl: () => baseUrl,
       metricsToken: config.metricsToken,
@@ -106,7 +106,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       mcpLimits: opts.mcpLimits,
       ingestLimit: opts.ingestLimit,
     });
-    wakeups = await listenForWakeups(db.sql, wakeupsOf(services), log);
+    wakeups = await listenForWakeups(db.direct, wakeupsOf(services), log);
     await services.directory.start();
     await server.listen({ host: config.listenHost, port: config.listenPort });
     const addr = server.server.address();

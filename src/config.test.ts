@@ -35,6 +35,18 @@ describe('loadConfig', () => {
     expect(loadConfig({ DATABASE_URL: 'postgresql://b@h/y' }).databaseUrl).toBe('postgresql://b@h/y');
   });
 
+  it('takes a direct listen URL beside a pooler URL; unset, there is none', () => {
+    const env = { SWITCHBOARD_DATABASE_URL: 'postgres://sb:pw@pgbouncer:6432/sb', SWITCHBOARD_LISTEN_DATABASE_URL: 'postgres://sb:pw@db:5432/sb' };
+    expect(loadConfig(env)).toMatchObject({ databaseUrl: 'postgres://sb:pw@pgbouncer:6432/sb', listenDatabaseUrl: 'postgres://sb:pw@db:5432/sb' });
+    expect(loadConfig({ DATABASE_URL: 'postgres://a@h/x', SWITCHBOARD_LISTEN_DATABASE_URL: 'postgres://a@d/x' }).listenDatabaseUrl).toBe('postgres://a@d/x');
+    expect(loadConfig({ SWITCHBOARD_DATABASE_URL: 'postgres://a@h/x', SWITCHBOARD_LISTEN_DATABASE_URL: ' ' }).listenDatabaseUrl).toBeUndefined();
+  });
+
+  it('never echoes a refused database URL (it may carry a password)', () => {
+    const e = fails({ SWITCHBOARD_DATABASE_URL: 'postgres://a@h/x', SWITCHBOARD_LISTEN_DATABASE_URL: 'mysql://sb:hunter2@db/sb' });
+    expect(e.message).not.toContain('hunter2');
+  });
+
   it('takes a base URL without its trailing slash', () => {
     expect(loadConfig({ SWITCHBOARD_BASE_URL: 'https://sb.example.com/' })).toMatchObject({ baseUrl: 'https://sb.example.com', baseUrlExplicit: true });
   });
@@ -53,6 +65,9 @@ describe('loadConfig', () => {
   it.each([
     ['SWITCHBOARD_DATABASE_URL', { SWITCHBOARD_DATABASE_URL: 'mysql://x@y/z' }],
     ['DATABASE_URL', { DATABASE_URL: 'not a url' }],
+    ['SWITCHBOARD_LISTEN_DATABASE_URL', { SWITCHBOARD_DATABASE_URL: 'postgres://a@h/x', SWITCHBOARD_LISTEN_DATABASE_URL: 'http://db/x' }],
+    ['SWITCHBOARD_LISTEN_DATABASE_URL', { SWITCHBOARD_DATABASE_URL: 'postgres://a@h/x', SWITCHBOARD_LISTEN_DATABASE_URL: 'db:5432' }],
+    ['SWITCHBOARD_LISTEN_DATABASE_URL', { SWITCHBOARD_LISTEN_DATABASE_URL: 'postgres://a@d/x' }],
     ['SWITCHBOARD_LISTEN', { SWITCHBOARD_LISTEN: '8080' }],
     ['SWITCHBOARD_LISTEN', { SWITCHBOARD_LISTEN: '127.0.0.1:99999' }],
     ['SWITCHBOARD_BASE_URL', { SWITCHBOARD_BASE_URL: 'ftp://x' }],

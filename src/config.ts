@@ -30,6 +30,11 @@ export type { LogLevel };
 export interface Config {
   /** PostgreSQL URL; undefined means "run the embedded PostgreSQL in dataDir". */
   databaseUrl: string | undefined;
+  /**
+   * A direct PostgreSQL URL for LISTEN and migrations. Set: databaseUrl is a transaction-mode
+   * pooler (PgBouncer), so the main pool sends no named prepared statements.
+   */
+  listenDatabaseUrl: string | undefined;
   listenHost: string;
   listenPort: number;
   /** Public base URL with no trailing slash; used for every URL the server prints. */
@@ -132,6 +137,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const plainDb = nonEmpty('DATABASE_URL');
   if (sbDb) databaseUrl = parseDatabaseUrl('SWITCHBOARD_DATABASE_URL', sbDb);
   else if (plainDb) databaseUrl = parseDatabaseUrl('DATABASE_URL', plainDb);
+  const listenDb = nonEmpty('SWITCHBOARD_LISTEN_DATABASE_URL');
+  const listenDatabaseUrl = listenDb === undefined ? undefined : parseDatabaseUrl('SWITCHBOARD_LISTEN_DATABASE_URL', listenDb);
+  if (listenDatabaseUrl && !databaseUrl) {
+    throw new ConfigError('SWITCHBOARD_LISTEN_DATABASE_URL', 'is set, but SWITCHBOARD_DATABASE_URL is not; it names the direct connection beside a pooler URL (the embedded PostgreSQL needs neither)');
+  }
 
   const { host, port } = parseListen(nonEmpty('SWITCHBOARD_LISTEN') ?? '127.0.0.1:8080');
 
@@ -184,6 +194,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 
   return {
     databaseUrl,
+    listenDatabaseUrl,
     listenHost: host,
     listenPort: port,
     baseUrl,

@@ -3,10 +3,25 @@ import postgres from 'postgres';
 export type Sql = postgres.Sql;
 export type TxSql = postgres.TransactionSql;
 
+/** Connections in each instance's main pool (behind PgBouncer: what one instance asks of it). */
+export const POOL_MAX = 10;
+
+export interface ConnectOptions {
+  max?: number;
+  applicationName?: string;
+  /**
+   * False behind a transaction-mode pooler: a named prepared statement lives on one server
+   * connection, and the pooler hands the next statement to another. Statements then go as
+   * unnamed ones (parse, bind and execute in one round trip), which any server connection takes.
+   */
+  prepare?: boolean;
+}
+
 /** Opens a pool. Timestamps come back as Date, bigint ids as strings (they are opaque ids to us). */
-export function connect(url: string, opts: { max?: number; applicationName?: string } = {}): Sql {
+export function connect(url: string, opts: ConnectOptions = {}): Sql {
   return postgres(url, {
-    max: opts.max ?? 10,
+    max: opts.max ?? POOL_MAX,
+    prepare: opts.prepare ?? true,
     onnotice: () => {},
     connection: { application_name: opts.applicationName ?? 'switchboard' },
     idle_timeout: 60,

@@ -5,6 +5,11 @@ import { connect, redactUrl, type Sql } from './connect.ts';
 
 export interface Database {
   sql: Sql;
+  /**
+   * A session on PostgreSQL itself, for what a transaction-mode pooler cannot carry: LISTEN
+   * (and migrations). The pool on SWITCHBOARD_LISTEN_DATABASE_URL when set; otherwise `sql`.
+   */
+  direct: Sql;
   /** For logs: the URL without its password, or where the embedded data lives. */
   description: string;
   close(): Promise<void>;
@@ -20,19 +25,14 @@ export interface OpenOptions {
 }
 
 export async function openDatabase(config: Config, log: Logger, opts: OpenOptions = {}): Promise<Database> {
-  if (config.databaseUrl) {
-    const sql = connect(config.databaseUrl);
-    await ping(sql, redactUrl(config.databaseUrl));
-    log.info({ database: redactUrl(config.databaseUrl) }, 'database ready');
-    return { sql, description: redactUrl(config.databaseUrl), close: () => sql.end({ timeout: 5 }) };
-  }
+  if (config.databaseUrl) return openUrls(config.databaseUrl, config.listenDatabaseUrl, log);
   if (opts.role === 'admin') {
     // A running `serve` owns the cluster: share it rather than fight over the data dir.
     const running = await findRunningEmbeddedCluster(config.dataDir);
     if (running) {
       const sql = connect(running.url, { max: 2 });
       await ping(sql, `embedded PostgreSQL in ${config.dataDir}`);
-      return { sql, description: `embedded PostgreSQL in ${config.dataDir}`, close: () => sql.end({ timeout: 5 }) };
+      return { sql, direct: sql, description: `embedded PostgreSQL in ${config.dataDir}`, close: () => sql.end({ timeout: 5 }) };
     }
   }
   const cluster = await startEmbeddedCluster({
@@ -49,12 +49,40 @@ export async function openDatabase(config: Config, log: Logger, opts: OpenOption
   log.info({ data_dir: cluster.dataDir, postgres: cluster.version }, 'database ready (embedded PostgreSQL)');
   return {
     sql,
+    direct: sql,
     description: `embedded PostgreSQL in ${cluster.dataDir}`,
     close: async () => {
       await sql.end({ timeout: 5 });
       await cluster.stop();
     },
   };
+}
+
+/** The main pool, and beside a pooler (a listen URL given) a small pool straight to PostgreSQL. */
+async function openUrls(url: string, listenUrl: string | undefined, log: Logger): Promise<Database> {
+  const description = redactUrl(url);
+  if (!listenUrl) {
+    const sql = connect(url);
+    await ping(sql, description);
+    log.info({ database: description }, 'database ready');
+    return { sql, direct: sql, description, close: () => sql.end({ timeout: 5 }) };
+  }
+  const sql = connect(url, { prepare: false });
+  // postgres.js gives LISTEN a connection of its own beside this pool; the pool itself serves
+  // migrations, one connection at a time.
+  const direct = connect(listenUrl, { max: 2, applicationName: 'switchboard-listen' });
+  const close = async () => {
+    await Promise.all([sql.end({ timeout: 5 }), direct.end({ timeout: 5 })]);
+  };
+  try {
+    await ping(sql, description);
+    await ping(direct, `${redactUrl(listenUrl)} (SWITCHBOARD_LISTEN_DATABASE_URL)`);
+  } catch (err) {
+    await close().catch(() => {});
+    throw err;
+  }
+  log.info({ database: description, listen_database: redactUrl(listenUrl) }, 'database ready (behind a pooler: LISTEN and migrations on the direct URL)');
+  return { sql, direct, description, close };
 }
 
 async function ping(sql: Sql, what: string): Promise<void> {
