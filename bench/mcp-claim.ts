@@ -16,6 +16,7 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { startApp } from '../src/app.ts';
+import { SESSION_CACHE_MS } from '../src/services/session-directory.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/lib/log.ts';
@@ -58,10 +59,12 @@ async function main(): Promise<void> {
       await completeTodo(sql, caller, t.id, { ok: true }, systemClock.now());
       return true;
     });
+    const readsBefore = app.directory.reads;
     const sdk = await endpoint('sdk');
     const sdkRun = await runDriver('sdk', `${app.baseUrl}/mcp/${sdk.endpoint.slug}`, sdk.credential);
     const raw = await endpoint('raw');
     const rawRun = await runDriver('raw', `${app.baseUrl}/mcp/${raw.endpoint.slug}`, raw.credential);
+    const directoryReads = app.directory.reads - readsBefore;
     await app.stop();
     const pg = await pgbenchInsertRate(cluster, WORKERS, 5);
 
@@ -79,6 +82,11 @@ async function main(): Promise<void> {
     console.table([row('store, in process (baseline)', storeRun), row('MCP, SDK Client', sdkRun), row('MCP, bare node:http', rawRun)]);
     console.log(`pgbench single-row insert commits (${pg.command}): ${Math.round(pg.tps)}/s; a todo here is two commits (claim, complete).`);
     console.log('p50/p99 are per todo (claim_next + complete). Target: MCP at least 50% of the baseline.');
+    const toolCalls = 2 * (sdkRun.done + rawRun.done);
+    console.log(
+      `Session directory reads during the two MCP drains: ${directoryReads} for about ${toolCalls} tool calls ` +
+        `(a session seen in the last ${SESSION_CACHE_MS / 1000} s is served from this instance's copy).`,
+    );
   });
 }
 
