@@ -92,20 +92,25 @@ describe.skipIf(!haproxyInstalled())('kill -9 of the instance holding the stream
     expect(await a.call('claim', { id: before.id })).toMatchObject({ id: before.id, state: 'claimed' });
 
     const getsBefore = a.exchanges.filter((x) => x.method === 'GET').length;
+    const settle = (p: Promise<any>) =>
+      p.then(
+        (r) => (r.error ? `tool error ${r.error}` : 'ok'),
+        (err: Error) => `failed ${err.message}`,
+      );
+    // Calls in flight at the kill: one the victim had received fails (the balancer cannot know
+    // whether it ran, so it must not retry it); each one settles, none hangs.
+    const inFlight = Array.from({ length: 3 }, () => settle(a.call('list_todos')));
     victim.child.kill('SIGKILL');
     const killedAt = Date.now();
     expect(await victim.exited).toEqual({ code: null, signal: 'SIGKILL' });
+    const inFlightOutcomes = await within(Promise.all(inFlight), 10_000);
+    expect(inFlightOutcomes).not.toBe('pending');
 
-    // Tool calls through the balancer at once: a request sent to the dead server before the health
-    // check notices is retried on another (retries + redispatch); one caught mid-flight may fail.
+    // Calls after the kill: one sent to the dead server before the health check notices is
+    // retried on another (retries + redispatch: the connection failed, nothing was received).
     const outcomes: string[] = [];
     for (let i = 0; i < 9; i++) {
-      outcomes.push(
-        await a.call('list_todos').then(
-          (r) => (r.error ? `tool error ${r.error}` : 'ok'),
-          (err: Error) => `failed ${err.message}`,
-        ),
-      );
+      outcomes.push(await settle(a.call('list_todos')));
     }
     const failed = outcomes.filter((o) => o !== 'ok');
     expect(failed.length, failed.join('; ')).toBeLessThanOrEqual(1);
@@ -124,6 +129,8 @@ describe.skipIf(!haproxyInstalled())('kill -9 of the instance holding the stream
     const newHolder = a.streamServer()!;
     expect(newHolder).not.toBe(victimName);
     const reopenedMs = Date.now() - killedAt;
+    const getsAfterReopen = a.exchanges.filter((x) => x.method === 'GET').length;
+    const errorsAfterReopen = a.transportErrors.length;
     const newInstance = await waitFor(async () => {
       const now = await streamInstanceOf(a.sessionId);
       return now !== null && now !== victimInstance && now;
@@ -153,6 +160,16 @@ describe.skipIf(!haproxyInstalled())('kill -9 of the instance holding the stream
     expect(await liveStreamsOf(e.id)).toBe(1);
     expect(await streamInstanceOf(a.sessionId)).toBe(newInstance);
 
+    // The re-opened stream sat idle through the balancer for longer than the 15 s keepalive
+    // interval, was never cut or re-opened, and still rings.
+    await sleep(Math.max(0, killedAt + reopenedMs + 16_000 - Date.now()));
+    expect(a.exchanges.filter((x) => x.method === 'GET')).toHaveLength(getsAfterReopen);
+    expect(a.transportErrors.slice(errorsAfterReopen)).toEqual([]);
+    const idle = await push(api, e, { title: 'after an idle while', payload: {} });
+    await waitFor(() => a.rings(idle.id).length > 0, 'the doorbell on the idle stream');
+    await sleep(1_000);
+    expect(a.rings(idle.id)).toHaveLength(1);
+
     // Revocation: the SDK's stream on the survivor ends and nothing it sends is served any more.
     expect((await api('POST', `/api/v1/endpoints/${e.slug}/revoke`)).status).toBe(200);
     await waitFor(() => a.exchanges.some((x) => x.method === 'GET' && x.status === 401), 'the SDK client to find its stream ended and be refused on reconnect');
@@ -170,8 +187,10 @@ describe.skipIf(!haproxyInstalled())('kill -9 of the instance holding the stream
     const stat = (await cluster.lb.stats()).get(victimName)!;
     console.info(
       `[faults] load balancer: ${victimName} killed; HAProxy marked it DOWN after ${markedDownMs} ms ` +
-        `(${stat.retries} retries, ${stat.redispatches} redispatches); ${failed.length} of ${outcomes.length} calls failed right after the kill; ` +
-        `SDK stream re-opened on ${newHolder} ${reopenedMs} ms after; dead stream uncounted after ${uncountedMs} ms, instance reaped after ${reapedMs} ms`,
+        `(${stat.retries} retries, ${stat.redispatches} redispatches); calls in flight at the kill: ${JSON.stringify(inFlightOutcomes)}; ` +
+        `${failed.length} of ${outcomes.length} calls failed right after the kill; ` +
+        `SDK stream re-opened on ${newHolder} ${reopenedMs} ms after; dead stream uncounted after ${uncountedMs} ms, instance reaped after ${reapedMs} ms; ` +
+        `transport errors: ${JSON.stringify(a.transportErrors)}`,
     );
   });
 });
