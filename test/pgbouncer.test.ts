@@ -137,6 +137,7 @@ describe.skipIf(!pgbouncerInstalled())('two instances behind PgBouncer (transact
     const pushed = await Promise.all(pushes);
     for (const r of await Promise.all(reads)) expect(r.status, r.text).toBe(200);
     expect((await backends()).pooled).toBeLessThanOrEqual(POOL_SIZE);
+    expect(await bouncer.clients(db.name)).toBeGreaterThan(2 * POOL_SIZE);
 
     // Every one is claimed exactly once, by calls spread over both instances on the one session.
     const ids = new Set<string>();

@@ -7,6 +7,7 @@ import fs from 'node:fs/promises';
 import { connect as tcpConnect } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import postgres from 'postgres';
 import { chownToPgUser, isRoot, pgOsUser, PG_OS_USER } from '../../src/db/cluster/os-user.ts';
 import { freePort, sleep } from './processes.ts';
 
@@ -19,6 +20,8 @@ export interface PgBouncer {
   port: number;
   /** `databaseUrl` (a database on the upstream server) reached through the pooler instead. */
   url(databaseUrl: string): string;
+  /** Client connections PgBouncer holds to `database` (its admin console's SHOW CLIENTS). */
+  clients(database: string): Promise<number>;
   /** The pooler's log so far (for a failing test's message). */
   log(): Promise<string>;
   stop(): Promise<void>;
@@ -56,6 +59,7 @@ export async function startPgBouncer(opts: PgBouncerOptions): Promise<PgBouncer>
     `listen_port = ${port}`,
     'unix_socket_dir =',
     'auth_type = trust',
+    `admin_users = ${user}`,
     `auth_file = ${path.join(dir, 'userlist.txt')}`,
     `pool_mode = ${opts.poolMode ?? 'transaction'}`,
     `default_pool_size = ${opts.poolSize ?? 2}`,
@@ -111,6 +115,16 @@ export async function startPgBouncer(opts: PgBouncerOptions): Promise<PgBouncer>
       u.hostname = '127.0.0.1';
       u.port = String(port);
       return u.toString();
+    },
+    clients: async (database) => {
+      const admin = postgres(`postgres://${encodeURIComponent(user)}@127.0.0.1:${port}/pgbouncer`, { max: 1, fetch_types: false, onnotice: () => {} });
+      try {
+        // The admin console speaks only the simple query protocol.
+        const rows = await admin`show clients`.simple();
+        return rows.filter((r) => r.database === database).length;
+      } finally {
+        await admin.end({ timeout: 5 });
+      }
     },
     log: readLog,
     stop,
