@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { ulid } from 'ulidx';
 import { SwitchboardError } from '../domain/errors.ts';
+import { settleWithin } from '../lib/timeout.ts';
 import { VERSION } from '../lib/version.ts';
 import type { ClientInfo, Session, SessionEndpoint, SessionRegistry } from '../sessions/registry.ts';
 import { SESSION_IDLE_MS, SESSIONS_PER_ENDPOINT_DEFAULT } from '../sessions/registry.ts';
@@ -233,8 +234,7 @@ export class SessionDirectory {
       await this.flush();
       await removeInstance(this.base.sql, this.instanceId);
     })();
-    const gaveUp = new Promise<'timeout'>((resolve) => setTimeout(resolve, STOP_WRITE_TIMEOUT_MS, 'timeout').unref());
-    const outcome = await Promise.race([writes.then(() => 'done' as const), gaveUp]).catch((err: unknown) => err as Error);
+    const outcome = await settleWithin(writes, STOP_WRITE_TIMEOUT_MS);
     if (outcome !== 'done') {
       this.base.log.warn({ err: outcome === 'timeout' ? 'timed out' : outcome.message }, 'could not remove this instance from the directory');
     }

@@ -1,6 +1,7 @@
 import type { Sql } from '../db/connect.ts';
 import type { Logger } from '../lib/log.ts';
 import { decodePayload, type Channel, type ChannelPayloads } from '../store/channels.ts';
+import { settleWithin } from '../lib/timeout.ts';
 
 /**
  * Cross-instance messages over PostgreSQL LISTEN/NOTIFY. The listening connection reconnects by
@@ -8,6 +9,9 @@ import { decodePayload, type Channel, type ChannelPayloads } from '../store/chan
  * Handlers receive decoded payloads; one this version cannot decode is logged and dropped.
  */
 export type WakeupHandlers = { [C in Channel]?: { onNotify(payload: ChannelPayloads[C]): void; onListen?(): void } };
+
+/** How long a shutdown waits for UNLISTEN. */
+const UNLISTEN_TIMEOUT_MS = 2_000;
 
 export async function listenForWakeups(sql: Sql, handlers: WakeupHandlers, log: Logger): Promise<{ stop(): Promise<void> }> {
   const subscribe = <C extends Channel>(channel: C, h: NonNullable<WakeupHandlers[C]>) =>
@@ -34,8 +38,11 @@ export async function listenForWakeups(sql: Sql, handlers: WakeupHandlers, log: 
     (Object.keys(handlers) as Channel[]).map((channel) => subscribe(channel, handlers[channel] as NonNullable<WakeupHandlers[typeof channel]>)),
   );
   return {
+    // With the database unreachable an UNLISTEN never answers: shutdown goes on without it.
     stop: async () => {
-      await Promise.all(subscriptions.map((s) => s.unlisten().catch(() => {})));
+      if ((await settleWithin(Promise.all(subscriptions.map((s) => s.unlisten().catch(() => {}))), UNLISTEN_TIMEOUT_MS)) === 'timeout') {
+        log.warn('wakeups: UNLISTEN did not answer; closing the connection instead');
+      }
     },
   };
 }
