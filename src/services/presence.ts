@@ -125,7 +125,7 @@ export class PresenceService {
         onNotify: (payload) =>
           void this.onWakeup(payload).catch((err: unknown) => this.log.warn({ err: (err as Error).message }, 'presence wakeup failed')),
         // Broadcasts may have been missed while disconnected: re-read what we hold.
-        onListen: () => void this.cache.refresh().catch(() => {}),
+        onListen: () => this.cache.refresh(),
       },
     };
   }

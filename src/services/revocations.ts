@@ -32,11 +32,9 @@ export class Revocations {
           if (closed) log.info({ endpoint_id: endpointId, sessions: closed }, 'closed sessions of a revoked endpoint');
         },
         // After a reconnect, revocations may have been missed: check every endpoint we hold sessions for.
-        onListen: () => {
+        onListen: async () => {
           const held = [...new Set(this.sessions.all().map((s) => s.endpoint.id))];
-          inactiveEndpointIdsUnscoped(sql, held)
-            .then((ids) => ids.forEach((id) => this.forget(id)))
-            .catch((err: unknown) => log.warn({ err: (err as Error).message }, 'revocation catch-up failed'));
+          for (const id of await inactiveEndpointIdsUnscoped(sql, held)) this.forget(id);
         },
       },
     };

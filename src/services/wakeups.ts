@@ -1,19 +1,40 @@
 import type { Sql } from '../db/connect.ts';
 import type { Logger } from '../lib/log.ts';
 import { decodePayload, type Channel, type ChannelPayloads } from '../store/channels.ts';
+import { Coalesced } from '../lib/coalesce.ts';
 import { settleWithin } from '../lib/timeout.ts';
 
 /**
  * Cross-instance messages over PostgreSQL LISTEN/NOTIFY. The listening connection reconnects by
- * itself; `onListen` runs after every (re)connect so a handler can catch up on what it missed.
+ * itself; after a (re)connect every handler's `onListen` catches up on what it missed. The
+ * catch-ups are coalesced: one pass, in turn, once the subscriptions have been quiet for
+ * CATCH_UP_QUIET_MS, however many channels re-subscribed and however many attempts failed first.
  * Handlers receive decoded payloads; one this version cannot decode is logged and dropped.
  */
-export type WakeupHandlers = { [C in Channel]?: { onNotify(payload: ChannelPayloads[C]): void; onListen?(): void } };
+export type WakeupHandlers = { [C in Channel]?: { onNotify(payload: ChannelPayloads[C]): void; onListen?(): void | Promise<void> } };
+
+/** Subscriptions quiet for this long after a (re)connect: the catch-up pass runs. */
+export const CATCH_UP_QUIET_MS = 1_000;
 
 /** How long a shutdown waits for UNLISTEN. */
 const UNLISTEN_TIMEOUT_MS = 2_000;
 
 export async function listenForWakeups(sql: Sql, handlers: WakeupHandlers, log: Logger): Promise<{ stop(): Promise<void> }> {
+  const catchUps = Object.entries(handlers).flatMap(([channel, h]) => (h?.onListen ? [{ channel, run: h.onListen.bind(h) }] : []));
+  const catchUp = new Coalesced(
+    async () => {
+      const started = performance.now();
+      for (const { channel, run } of catchUps) {
+        try {
+          await run();
+        } catch (err) {
+          log.warn({ channel, err: (err as Error).message }, 'wakeup catch-up failed');
+        }
+      }
+      log.info({ ms: Math.round(performance.now() - started) }, 'wakeups: caught up after (re)connecting');
+    },
+    CATCH_UP_QUIET_MS,
+  );
   const subscribe = <C extends Channel>(channel: C, h: NonNullable<WakeupHandlers[C]>) =>
     sql.listen(
       channel,
@@ -31,7 +52,7 @@ export async function listenForWakeups(sql: Sql, handlers: WakeupHandlers, log: 
       },
       () => {
         log.debug({ channel }, 'listening for wakeups');
-        h.onListen?.();
+        catchUp.request();
       },
     );
   const subscriptions = await Promise.all(
@@ -40,6 +61,7 @@ export async function listenForWakeups(sql: Sql, handlers: WakeupHandlers, log: 
   return {
     // With the database unreachable an UNLISTEN never answers: shutdown goes on without it.
     stop: async () => {
+      catchUp.cancel();
       if ((await settleWithin(Promise.all(subscriptions.map((s) => s.unlisten().catch(() => {}))), UNLISTEN_TIMEOUT_MS)) === 'timeout') {
         log.warn('wakeups: UNLISTEN did not answer; closing the connection instead');
       }

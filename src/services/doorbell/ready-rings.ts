@@ -1,6 +1,6 @@
 import type { SessionRegistry } from '../../sessions/registry.ts';
 import { takeRingGate } from '../../store/sessions.ts';
-import { freshReadyTodos } from '../../store/todos/index.ts';
+import { freshReadyTodos, freshReadyTodosOf } from '../../store/todos/index.ts';
 import type { ServiceBase } from '../base.ts';
 import type { WakeupHandlers } from '../wakeups.ts';
 import { CREATION_GATE_MS, type Doorbell, type RingTarget } from './doorbell.ts';
@@ -49,13 +49,12 @@ export class ReadyRings {
       todo_ready: {
         onNotify: ({ endpointId, queue }) => this.ringFresh(endpointId, queue),
         // Notifications sent while the listener was reconnecting are lost: ring what became ready
-        // meanwhile on every queue of every endpoint streaming here.
-        onListen: () => {
-          const held = new Map<string, Set<string>>();
-          for (const s of this.sessions.all()) {
-            if (s.stream) held.set(s.endpoint.id, new Set([...(held.get(s.endpoint.id) ?? []), ...s.endpoint.queues]));
+        // meanwhile for every endpoint streaming here, in one query.
+        onListen: async () => {
+          const streaming = this.sessions.streamingEndpoints();
+          for (const todo of await freshReadyTodosOf(this.base.sql, streaming, this.base.clock.now())) {
+            if (this.sessions.sessionsOf(todo.endpoint_id).some((s) => s.stream !== null && s.endpoint.queues.includes(todo.queue))) this.ringReady(todo);
           }
-          for (const [endpointId, queues] of held) for (const queue of queues) this.ringFresh(endpointId, queue);
         },
       },
     };

@@ -13,6 +13,7 @@ export {
   SWEEP_LIMIT,
   chargeDueRingsUnscoped,
   freshReadyTodos,
+  freshReadyTodosOf,
   markDigestRung,
   pushEligibleBacklog,
   pushEligibleCount,

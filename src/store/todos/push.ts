@@ -32,6 +32,28 @@ export async function freshReadyTodos(
     limit ${opts.limit ?? 16}`;
 }
 
+/**
+ * freshReadyTodos for many endpoints at once, every queue (the catch-up after a LISTEN reconnect):
+ * at most `limit` per endpoint and queue, in one statement.
+ */
+export async function freshReadyTodosOf(
+  sql: Sql,
+  endpointIds: readonly string[],
+  now: Date,
+  opts: { freshSeconds?: number; limit?: number } = {},
+): Promise<TodoRow[]> {
+  if (endpointIds.length === 0) return [];
+  return sql<TodoRow[]>`
+    select r.* from (
+      select t.*, t.event_id::text as event_id,
+             row_number() over (partition by t.endpoint_id, t.queue order by t.created_at, t.seq) as nth
+      from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active'
+      where t.endpoint_id = any(${sql.array([...endpointIds])}::uuid[]) and ${pushEligible(sql)}
+        and t.updated_at >= ${now}::timestamptz - make_interval(secs => ${opts.freshSeconds ?? 60})
+    ) r where r.nth <= ${opts.limit ?? 16}
+    order by r.created_at, r.seq`;
+}
+
 export interface BacklogTodo {
   id: string;
   queue: string;
