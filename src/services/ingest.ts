@@ -1,6 +1,6 @@
 import { SwitchboardError, unstorableInput } from '../domain/errors.ts';
 import { titleFor } from '../domain/ingest/titles.ts';
-import { EVENT_HEADERS, deliveryId, eventType, jsonDepthExceeds, sanitizeHeaders, verifySignature } from '../domain/ingest/verify.ts';
+import { EVENT_HEADERS, bodyDigest, deliveryId, eventType, jsonDepthExceeds, sanitizeHeaders, verifySignature } from '../domain/ingest/verify.ts';
 import { NOTIFY_HOOK_MARKER } from '../domain/hook-marker.ts';
 import { ingestIdempotencyKey, kindProblem } from '../domain/todo-input.ts';
 import type { Metrics } from '../lib/metrics.ts';
@@ -42,14 +42,20 @@ const notActive = () => new SwitchboardError('unavailable', 'webhook not configu
 /**
  * A webhook delivery becomes an event and a todo, in this order: the webhook by its token (404),
  * its endpoint active (503), the signature over the raw bytes (401, nothing stored), the body
- * parsed, headers sanitized, the delivery id as dedup key, event and todo in one transaction
+ * parsed, headers sanitized, the delivery id (and, signed, the body's hash) as dedup keys, event and todo in one transaction
  * (TodoService.push, which rings for a new todo only).
  */
 
 export class IngestService {
   constructor(
     private readonly base: ServiceBase,
-    private readonly deps: { metrics: Metrics; webhooks: Webhooks; todos: TodoService },
+    private readonly deps: {
+      metrics: Metrics;
+      webhooks: Webhooks;
+      todos: TodoService;
+      /** How far back a signed body counts as already delivered (SWITCHBOARD_RETENTION, the events' lifetime). */
+      replayWindowMs: number;
+    },
   ) {}
 
   /** The webhook an ingest token names, or null: looked up before the body is read. */
@@ -134,6 +140,8 @@ export class IngestService {
           payload: d.body,
           webhookId: target.id,
           endpointId: target.endpoint_id,
+          // Only the body is signed: the same body under a new delivery id or event is a replay.
+          replay: signed ? { bodySha256: bodyDigest(d.body), since: new Date(now.getTime() - this.deps.replayWindowMs) } : null,
         },
         {
           endpointId: target.endpoint_id,

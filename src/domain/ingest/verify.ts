@@ -1,4 +1,5 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { JSON_MAX_DEPTH, jsonTextDepthWithin } from '../json-depth.ts';
 import type { SourceType } from '../webhook-source.ts';
 
 export type VerifyFailure = 'missing_signature' | 'malformed_signature' | 'bad_signature';
@@ -59,6 +60,9 @@ export function deliveryId(source: SourceType, headers: Headers, body: Buffer): 
   return `sha256:${createHash('sha256').update(body).digest('hex')}`;
 }
 
+/** The body's SHA-256: a signed body is one delivery however its unsigned headers are relabelled. */
+export const bodyDigest = (body: Buffer): Buffer => createHash('sha256').update(body).digest();
+
 /** The header that names a delivery's event, per source (Gitea also sends GitHub's). */
 export const EVENT_HEADERS: Record<SourceType, string> = { github: 'X-GitHub-Event', gitea: 'X-Gitea-Event', generic: 'X-Event-Type' };
 
@@ -68,21 +72,7 @@ export function eventType(source: SourceType, headers: Headers): string | null {
   return header(headers, 'x-event-type') ?? null;
 }
 
-/** JSON nested deeper than this is refused: PostgreSQL and every reader downstream pay for depth. */
-export const MAX_JSON_DEPTH = 64;
+/** JSON nested deeper than this is refused: the one limit of domain/json-depth.ts, measured on the text. */
+export const MAX_JSON_DEPTH = JSON_MAX_DEPTH;
 
-export function jsonDepthExceeds(text: string, max = MAX_JSON_DEPTH): boolean {
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 92 /* \ */) i++;
-      else if (c === 34 /* " */) inString = false;
-    } else if (c === 34) inString = true;
-    else if (c === 123 || c === 91) {
-      if (++depth > max) return true;
-    } else if (c === 125 || c === 93) depth--;
-  }
-  return false;
-}
+export const jsonDepthExceeds = (text: string, max = MAX_JSON_DEPTH): boolean => !jsonTextDepthWithin(text, max);

@@ -1,4 +1,4 @@
-import type { Sql } from '../../db/connect.ts';
+import type { Sql, TxSql } from '../../db/connect.ts';
 import { conflict } from '../../domain/errors.ts';
 import { notifyExpression } from '../channels.ts';
 import { endpointRevoked } from '../endpoints.ts';
@@ -19,6 +19,11 @@ export interface EventInput {
   /** The webhook that received it, and the endpoint that owns that webhook (or was pushed to). */
   webhookId?: string | null;
   endpointId?: string | null;
+  /**
+   * A signed delivery's body SHA-256 and the start of its dedup window: an event of the same
+   * webhook with the same body since then answers with the todo it made, whatever its state.
+   */
+  replay?: { bodySha256: Buffer; since: Date } | null;
 }
 
 export interface NewTodo {
@@ -46,6 +51,10 @@ export async function insertEventAndTodo(
 ): Promise<{ todo: TodoRow; created: boolean; eventId: string | null; pushEligible: boolean }> {
   return sql.begin(async (tx) => {
     const key = todo.idempotencyKey ? todo.idempotencyKey : null;
+    if (event.replay && event.webhookId) {
+      const prior = await priorDelivery(tx, event.webhookId, todo.endpointId, event.replay);
+      if (prior) return { todo: prior, created: false, eventId: prior.event_id, pushEligible: false };
+    }
     // Event and todo in one statement; the todo may collapse onto a live one with the same key.
     // The endpoint is share-locked and must be active: a revocation that committed first leaves
     // nothing written, and one that comes later waits for this push and dead-letters its todo.
@@ -54,11 +63,11 @@ export async function insertEventAndTodo(
         select id from endpoints where id = ${todo.endpointId} and state = 'active' for share
       ), ev as (
         insert into events (source, family, event_type, external_id, trust_mode, verified, verify_detail,
-                            content_type, headers, payload, payload_size, webhook_id, endpoint_id, received_at)
+                            content_type, headers, payload, payload_size, webhook_id, endpoint_id, received_at, body_sha256)
         select ${event.source}, ${event.family}, ${event.eventType ?? null}, ${event.externalId ?? null},
                ${event.trustMode}, ${event.verified}, ${event.verifyDetail ?? null}, ${event.contentType ?? null},
                ${tx.json(event.headers ?? {})}, ${event.payload ?? null}, ${event.payload?.length ?? 0},
-               ${event.webhookId ?? null}, ${event.endpointId ?? todo.endpointId}, ${now}
+               ${event.webhookId ?? null}, ${event.endpointId ?? todo.endpointId}, ${now}, ${event.replay?.bodySha256 ?? null}
         from ep
         returning id
       ), t as (
@@ -96,4 +105,21 @@ export async function insertEventAndTodo(
     if (!existing) throw conflict('a concurrent delivery with the same key is still being written; retry');
     return { todo: existing, created: false, eventId: existing.event_id, pushEligible: false };
   });
+}
+
+/**
+ * The todo an earlier event of this webhook with the same body made (since `since`), or null.
+ * Deliveries of one body to one webhook serialize on an advisory lock held to commit, so two
+ * concurrent replays cannot both miss each other.
+ */
+async function priorDelivery(tx: TxSql, webhookId: string, endpointId: string, r: { bodySha256: Buffer; since: Date }): Promise<TodoRow | null> {
+  await tx`select pg_advisory_xact_lock(hashtextextended(${`replay:${webhookId}:${r.bodySha256.toString('hex')}`}, 0))`;
+  const [prior] = await tx<TodoRow[]>`
+    select t.*, t.event_id::text as event_id
+    from events ev left join todos t on t.event_id = ev.id and t.endpoint_id = ${endpointId}
+    where ev.webhook_id = ${webhookId} and ev.body_sha256 = ${r.bodySha256} and ev.received_at >= ${r.since}
+    order by ev.received_at, ev.id limit 1`;
+  if (!prior) return null;
+  if (!prior.id) throw conflict('this body was already delivered to this webhook; the todo it made is gone');
+  return prior;
 }
