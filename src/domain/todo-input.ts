@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { invalidArgument } from './errors.ts';
 import { IDEMPOTENCY_KEY_MAX_BYTES, TITLE_MAX_BYTES } from './lifecycle.ts';
+import { requireJsonDepth } from './json-depth.ts';
 import { hasControlCharacters } from './neutralize.ts';
 import { validateQueueName } from './scope.ts';
 
@@ -57,8 +58,8 @@ export function ingestIdempotencyKey(webhookId: string, deliveryId: string): str
   return `${webhookId}:sha256:${createHash('sha256').update(deliveryId, 'utf8').digest('hex')}`;
 }
 
-/** A todo's payload: any JSON value, `{}` when none is given. */
-export const todoPayload = (raw: unknown): unknown => raw ?? {};
+/** A todo's payload: any JSON value nesting at most JSON_MAX_DEPTH levels, `{}` when none is given. */
+export const todoPayload = (raw: unknown): unknown => requireJsonDepth('payload', raw ?? {});
 
 /** The queue a push lands in: the one given (one of the endpoint's), or the endpoint's only queue. */
 export function resolvePushQueue(endpoint: { slug: string; scope_queues: readonly string[] }, requested: string | undefined): string {

@@ -1,9 +1,12 @@
 import { z } from 'zod';
 import { LIST_MAX_LIMIT } from './lifecycle.ts';
 import { invalidArgument } from './errors.ts';
+import { requireFieldsJsonDepth } from './json-depth.ts';
 
 /** Parses input with a zod schema; the first problem becomes invalid_argument naming its field. */
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown, root = 'body'): z.infer<S> {
+  // Before the schema: zod walks JSON values recursively, and a deep one overflows its stack.
+  requireFieldsJsonDepth(input, root);
   const r = schema.safeParse(input);
   if (r.success) return r.data;
   const issue = r.error.issues[0]!;
