@@ -49,7 +49,7 @@ describe('the LISTEN catch-up after a reconnect', () => {
     await proxy.cut();
     // Work committed while this instance hears nothing: its todo_ready notifications are lost.
     const now = app.clock.now();
-    const pushed = [];
+    const pushed: string[] = [];
     for (const queue of ['inbox', 'later']) {
       const { todo } = await insertEventAndTodo(
         db.sql,
