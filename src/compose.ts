@@ -17,6 +17,7 @@ import { doorbellSweepLoop } from './services/maintenance/doorbell-sweep.ts';
 import type { MaintenanceLoop } from './services/maintenance/loop.ts';
 import { presenceEvaluatorLoop } from './services/maintenance/presence-evaluator.ts';
 import { reaperLoop } from './services/maintenance/reaper.ts';
+import { retentionLoop } from './services/maintenance/retention.ts';
 import { selfTestCleanupLoop, selfTestRingLoop } from './services/maintenance/self-test-cleanup.ts';
 import { sessionJanitorLoop } from './services/maintenance/session-janitor.ts';
 import { unheardSweepLoop } from './services/maintenance/unheard-sweep.ts';
@@ -56,6 +57,8 @@ export interface Services {
   boardReads: BoardReads;
   humans: Humans;
   oidc: OidcLogin | null;
+  /** SWITCHBOARD_RETENTION, for the retention loop. */
+  retentionMs: number;
 }
 
 export interface ServiceOptions {
@@ -120,10 +123,11 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
     endpoints: new EndpointService(base, { onRevoked: (endpointId) => revocations.forget(endpointId) }),
     todos,
     todoWork: new TodoWork(base),
-    ingest: new IngestService(base, { metrics, webhooks, todos }),
+    ingest: new IngestService(base, { metrics, webhooks, todos, replayWindowMs: config.retentionMs }),
     boardReads: new BoardReads(base),
     humans: new Humans(base),
     oidc: config.oidc ? new OidcLogin(config.oidc, baseUrl, base.log) : null,
+    retentionMs: config.retentionMs,
   };
 }
 
@@ -143,5 +147,6 @@ export function maintenanceLoopsOf(s: Services): MaintenanceLoop[] {
     selfTestRingLoop(s.selfTests),
     doorbellSweepLoop({ sql, clock, log, doorbell: s.doorbell, presence: s.presence }),
     sessionJanitorLoop(s.directory),
+    retentionLoop({ sql, clock, log, retentionMs: s.retentionMs }),
   ];
 }

@@ -57,6 +57,12 @@ describe('loadConfig', () => {
     expect(loadConfig({ SWITCHBOARD_METRICS_TOKEN: 'x'.repeat(32) }).metricsToken).toBe('x'.repeat(32));
   });
 
+  it('keeps finished rows 30 days by default; SWITCHBOARD_RETENTION takes a duration of at least 1h', () => {
+    expect(loadConfig({}).retentionMs).toBe(30 * 24 * 3_600_000);
+    expect(loadConfig({ SWITCHBOARD_RETENTION: '168h' }).retentionMs).toBe(7 * 24 * 3_600_000);
+    for (const bad of ['30d', '59m', 'forever']) expect(fails({ SWITCHBOARD_RETENTION: bad }).variable).toBe('SWITCHBOARD_RETENTION');
+  });
+
   it('uses a per-user data dir by default', () => {
     const c = loadConfig({ XDG_DATA_HOME: '/home/u/.data' });
     expect(c.dataDir).toBe(process.getuid?.() === 0 ? '/var/lib/switchboard' : '/home/u/.data/switchboard');

@@ -55,6 +55,8 @@ export interface Config {
   notifyHookMax: number;
   /** Live MCP sessions one endpoint may hold on one instance. */
   sessionsPerEndpoint: number;
+  /** How long finished todos, their events and doorbell rings are kept; also the signed-replay window. */
+  retentionMs: number;
   /** Board sign-in through an OpenID Connect provider; null when not configured. */
   oidc: OidcSettings | null;
 }
@@ -190,6 +192,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError('SWITCHBOARD_SESSIONS_PER_ENDPOINT', `must be a whole number from 1 to 1000, got ${JSON.stringify(perEndpointRaw)}`);
   }
 
+  const retentionRaw = nonEmpty('SWITCHBOARD_RETENTION') ?? '720h';
+  const retentionMs = parseDuration(retentionRaw);
+  if (retentionMs === null || retentionMs < 3_600_000) {
+    throw new ConfigError('SWITCHBOARD_RETENTION', `must be a duration of at least 1h like 720h (30 days) or 168h, got ${JSON.stringify(retentionRaw)}`);
+  }
+
   const oidc = parseOidc(nonEmpty);
 
   return {
@@ -208,6 +216,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     notifyHookAllow: allow,
     notifyHookMax: Number(maxRaw),
     sessionsPerEndpoint: Number(perEndpointRaw),
+    retentionMs,
     oidc,
   };
 }

@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 const UNSCOPED = {
   'endpoints.ts': ['authenticateEndpointCredentialUnscoped', 'inactiveEndpointIdsUnscoped'],
   'presence.ts': ['presenceWatchlistUnscoped'],
+  'retention.ts': ['deleteFinishedTodosUnscoped', 'deleteOldRingsUnscoped', 'deleteOrphanEventsUnscoped'],
   'rings.ts': ['markUnheardRingsUnscoped', 'pruneRingsUnscoped'],
   'sessions.ts': ['expireIdleSessionsUnscoped', 'liveInstancesUnscoped', 'markUnheardSessionsUnscoped', 'pruneRingGatesUnscoped', 'reapDeadInstancesUnscoped', 'unheardSessionCountUnscoped'],
   'selftests.ts': ['cleanUpSelfTestsUnscoped', 'overdueTestsUnscoped', 'selfTestEndpointUnscoped', 'settleUnrungTestsUnscoped'],

@@ -1,0 +1,71 @@
+import type { Sql } from '../../db/connect.ts';
+import type { Clock } from '../../lib/clock.ts';
+import type { Logger } from '../../lib/log.ts';
+import { deleteFinishedTodosUnscoped, deleteOldRingsUnscoped, deleteOrphanEventsUnscoped } from '../../store/retention.ts';
+import type { MaintenanceLoop } from './loop.ts';
+
+export const RETENTION_INTERVAL_MS = 10 * 60_000;
+/** Rows one statement deletes: short transactions, so claims and pushes never wait long behind one. */
+export const RETENTION_BATCH = 1_000;
+/** Statements of each kind one tick may run; a backlog larger than this drains over several ticks. */
+export const RETENTION_BATCHES_PER_TICK = 10;
+
+export interface RetentionDeps {
+  sql: Sql;
+  clock: Clock;
+  log: Logger;
+  /** SWITCHBOARD_RETENTION: how long finished rows are kept. */
+  retentionMs: number;
+  batch?: number;
+  batchesPerTick?: number;
+}
+
+export interface RetentionPass {
+  todos: number;
+  events: number;
+  rings: number;
+  /** True when a kind still had a full batch at the tick's end (more is waiting). */
+  more: boolean;
+}
+
+/**
+ * One retention pass: finished todos (done, or failed with no retry left) last changed before
+ * now - retention and their events, then events no todo points at, then doorbell rings; each in
+ * batches until a batch comes back short or the tick's budget is spent. Safe on every instance.
+ */
+export async function retentionPass(deps: RetentionDeps): Promise<RetentionPass> {
+  const { sql, clock, log, retentionMs, batch = RETENTION_BATCH, batchesPerTick = RETENTION_BATCHES_PER_TICK } = deps;
+  const cutoff = new Date(clock.now().getTime() - retentionMs);
+  const out: RetentionPass = { todos: 0, events: 0, rings: 0, more: false };
+  const drain = async (step: () => Promise<number>): Promise<void> => {
+    for (let i = 0; i < batchesPerTick; i++) {
+      const n = await step();
+      if (n < batch) return;
+    }
+    out.more = true;
+  };
+  await drain(async () => {
+    const { todos, events } = await deleteFinishedTodosUnscoped(sql, cutoff, batch);
+    out.todos += todos;
+    out.events += events;
+    return todos;
+  });
+  await drain(async () => {
+    const n = await deleteOrphanEventsUnscoped(sql, cutoff, batch);
+    out.events += n;
+    return n;
+  });
+  await drain(async () => {
+    const n = await deleteOldRingsUnscoped(sql, cutoff, batch);
+    out.rings += n;
+    return n;
+  });
+  if (out.todos || out.events || out.rings) log.info({ ...out, cutoff: cutoff.toISOString() }, 'retention pass');
+  return out;
+}
+
+export const retentionLoop = (deps: RetentionDeps): MaintenanceLoop => ({
+  name: 'retention',
+  intervalMs: RETENTION_INTERVAL_MS,
+  tick: () => retentionPass(deps),
+});

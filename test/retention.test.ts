@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest';
+import { createLogger } from '../src/lib/log.ts';
+import { retentionPass, type RetentionDeps } from '../src/services/maintenance/retention.ts';
+import { push, vend, withApp } from './support/fixtures.ts';
+
+// Retention (issue 17 item 15a): finished todos, their events, events no todo points at and
+// doorbell rings older than SWITCHBOARD_RETENTION are deleted in batches; live todos never are.
+
+const f = withApp();
+const DAY = 24 * 3_600_000;
+const RETENTION = 30 * DAY;
+const deps = (extra: Partial<RetentionDeps> = {}): RetentionDeps => ({ sql: f.sql, clock: f.app.clock, log: createLogger('silent'), retentionMs: RETENTION, ...extra });
+
+async function todoIn(slug: string, state: 'pending' | 'claimed' | 'done' | 'failed' | 'retrying'): Promise<{ id: string; eventId: string }> {
+  const todo = await push(f.api, slug, { queue: 'reviews', title: `a ${state} todo` });
+  const now = f.app.clock.now();
+  if (state === 'claimed') await f.sql`update todos set state = 'claimed', owner = 's', lease_expires_at = ${new Date(now.getTime() + 60 * DAY)} where id = ${todo.id}`;
+  if (state === 'done') await f.sql`update todos set state = 'done', completed_at = ${now}, updated_at = ${now} where id = ${todo.id}`;
+  if (state === 'failed') await f.sql`update todos set state = 'failed', completed_at = ${now}, updated_at = ${now} where id = ${todo.id}`;
+  if (state === 'retrying') await f.sql`update todos set state = 'failed', next_retry_at = ${new Date(now.getTime() + 60 * DAY)}, updated_at = ${now} where id = ${todo.id}`;
+  const [row] = await f.sql<{ event_id: string }[]>`select event_id::text as event_id from todos where id = ${todo.id}`;
+  return { id: todo.id, eventId: row!.event_id };
+}
+
+const exists = async (table: 'todos' | 'events', id: string) =>
+  (await (table === 'todos' ? f.sql`select 1 from todos where id = ${id}` : f.sql`select 1 from events where id = ${id}`)).length === 1;
+
+async function ring(endpointId: string, sentAt: Date): Promise<string> {
+  const id = `rg_${'0'.repeat(10)}${Math.floor(Math.random() * 1e15).toString(32).toUpperCase().replace(/[ILOU]/g, '0').padStart(16, '0')}`.slice(0, 29);
+  await f.sql`insert into doorbell_rings (ring_id, endpoint_id, session_id, kind, window_seconds, sent_at) values (${id}, ${endpointId}, 's', 'digest', 900, ${sentAt})`;
+  return id;
+}
+
+describe('the retention pass', () => {
+  it('deletes finished todos, their events, orphan events and rings past retention; live todos and newer rows stay', async () => {
+    const e = await vend(f.api, { name: 'ret', queues: ['reviews'] });
+    const old = {
+      done: await todoIn(e.slug, 'done'),
+      failed: await todoIn(e.slug, 'failed'),
+      pending: await todoIn(e.slug, 'pending'),
+      claimed: await todoIn(e.slug, 'claimed'),
+      retrying: await todoIn(e.slug, 'retrying'),
+      orphan: await todoIn(e.slug, 'pending'),
+    };
+    // An event whose todo went some other way.
+    await f.sql`delete from todos where id = ${old.orphan.id}`;
+    const oldRing = await ring(e.id, f.app.clock.now());
+    f.app.clock.advance(RETENTION - DAY);
+    const recent = { done: await todoIn(e.slug, 'done'), orphan: await todoIn(e.slug, 'pending') };
+    await f.sql`delete from todos where id = ${recent.orphan.id}`;
+    const newRing = await ring(e.id, f.app.clock.now());
+
+    // Nothing is past retention yet.
+    expect(await retentionPass(deps())).toEqual({ todos: 0, events: 0, rings: 0, more: false });
+
+    f.app.clock.advance(2 * DAY);
+    expect(await retentionPass(deps())).toEqual({ todos: 2, events: 3, rings: 1, more: false });
+    for (const t of [old.done, old.failed]) {
+      expect(await exists('todos', t.id)).toBe(false);
+      expect(await exists('events', t.eventId)).toBe(false);
+    }
+    expect(await exists('events', old.orphan.eventId)).toBe(false);
+    for (const t of [old.pending, old.claimed, old.retrying, recent.done]) {
+      expect(await exists('todos', t.id)).toBe(true);
+      expect(await exists('events', t.eventId)).toBe(true);
+    }
+    expect(await exists('events', recent.orphan.eventId)).toBe(true);
+    expect((await f.sql`select ring_id from doorbell_rings where ring_id in ${f.sql([oldRing, newRing])}`).map((r) => r.ring_id)).toEqual([newRing]);
+  });
+
+  it('works in batches: a backlog larger than one tick drains over several', async () => {
+    // Clear what the first test left (newer than retention then), so only these todos are counted.
+    f.app.clock.advance(RETENTION + DAY);
+    await retentionPass(deps());
+    const e = await vend(f.api, { name: 'ret-batch', queues: ['reviews'] });
+    const ids: string[] = [];
+    for (let i = 0; i < 10; i++) ids.push((await todoIn(e.slug, 'done')).id);
+    f.app.clock.advance(RETENTION + DAY);
+    const left = async () => (await f.sql`select count(*)::int as n from todos where id in ${f.sql(ids)}`)[0]!.n;
+    expect(await retentionPass(deps({ batch: 3, batchesPerTick: 2 }))).toMatchObject({ todos: 6, more: true });
+    expect(await left()).toBe(4);
+    expect(await retentionPass(deps({ batch: 3, batchesPerTick: 2 }))).toMatchObject({ todos: 4, more: false });
+    expect(await left()).toBe(0);
+  });
+});
