@@ -85,6 +85,7 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
   const hooks = new NotifyHooks(base, box, metrics, {
     allowHttp: config.pushAllowHttp,
     allow: config.notifyHookAllow,
+    ports: config.notifyHookPorts,
     max: config.notifyHookMax,
     // The listen port is known only after listening when it is 0 (tests): the base URL has it then.
     self: () => ({ baseUrl: baseUrl(), listenHost: config.listenHost, listenPort: config.listenPort || Number(new URL(baseUrl()).port) }),

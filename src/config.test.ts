@@ -27,6 +27,7 @@ describe('loadConfig', () => {
       secretEncryptionKey: null,
       pushAllowHttp: false,
       notifyHookMax: 5,
+      notifyHookPorts: [80, 443],
     });
   });
 
@@ -88,6 +89,8 @@ describe('loadConfig', () => {
     ['SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS', { SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS: '10.0.0.0/33' }],
     ['SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS', { SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS: 'localhost' }],
     ['SWITCHBOARD_NOTIFY_HOOK_MAX', { SWITCHBOARD_NOTIFY_HOOK_MAX: 'many' }],
+    ['SWITCHBOARD_NOTIFY_HOOK_PORTS', { SWITCHBOARD_NOTIFY_HOOK_PORTS: '443,https' }],
+    ['SWITCHBOARD_NOTIFY_HOOK_PORTS', { SWITCHBOARD_NOTIFY_HOOK_PORTS: '70000' }],
     ['SWITCHBOARD_PUSH_ALLOW_HTTP', { SWITCHBOARD_PUSH_ALLOW_HTTP: 'yes please' }],
     ['SWITCHBOARD_SECRET_ENCRYPTION_KEY', { SWITCHBOARD_SECRET_ENCRYPTION_KEY: 'z'.repeat(64) }],
     ['SWITCHBOARD_METRICS_TOKEN', { SWITCHBOARD_METRICS_TOKEN: 'a b'.repeat(20) }],

@@ -1,7 +1,7 @@
 import { homedir } from 'node:os';
 import type { BlockList } from 'node:net';
 import { decodeKey } from './lib/crypto-box.ts';
-import { parseAllowList } from './lib/ssrf.ts';
+import { parseAllowList, parsePorts } from './lib/ssrf.ts';
 import { parseDuration } from './domain/duration.ts';
 import { join } from 'node:path';
 
@@ -53,6 +53,8 @@ export interface Config {
   pushAllowHttp: boolean;
   notifyHookAllow: BlockList;
   notifyHookMax: number;
+  /** Ports notify hooks may call (SWITCHBOARD_NOTIFY_HOOK_PORTS): a list (default 80, 443), or 'any'. */
+  notifyHookPorts: readonly number[] | 'any';
   /** Live MCP sessions one endpoint may hold on one instance. */
   sessionsPerEndpoint: number;
   /** How long finished todos, their events and doorbell rings are kept; also the signed-replay window. */
@@ -184,6 +186,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const allow = parseAllowList(nonEmpty('SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS'));
   if (typeof allow === 'string') throw new ConfigError('SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS', allow);
+  const hookPorts = parsePorts(nonEmpty('SWITCHBOARD_NOTIFY_HOOK_PORTS'));
+  if (typeof hookPorts === 'string') throw new ConfigError('SWITCHBOARD_NOTIFY_HOOK_PORTS', hookPorts);
   const maxRaw = nonEmpty('SWITCHBOARD_NOTIFY_HOOK_MAX') ?? '5';
   if (!/^\d{1,3}$/.test(maxRaw) || Number(maxRaw) > 100) throw new ConfigError('SWITCHBOARD_NOTIFY_HOOK_MAX', `must be a whole number from 0 to 100, got ${JSON.stringify(maxRaw)}`);
 
@@ -214,6 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     secretEncryptionKey,
     pushAllowHttp: allowHttpRaw === '1' || allowHttpRaw === 'true',
     notifyHookAllow: allow,
+    notifyHookPorts: hookPorts,
     notifyHookMax: Number(maxRaw),
     sessionsPerEndpoint: Number(perEndpointRaw),
     retentionMs,

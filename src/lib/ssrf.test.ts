@@ -1,7 +1,7 @@
 import { BlockList } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { SwitchboardError } from '../domain/errors.ts';
-import { MAX_HOOK_URL_BYTES, checkHookTarget, parseAllowList, type OutboundPolicy } from './ssrf.ts';
+import { DEFAULT_HOOK_PORTS, MAX_HOOK_URL_BYTES, checkHookTarget, parseAllowList, parsePorts, type OutboundPolicy } from './ssrf.ts';
 
 /** Outbound safety for notify hooks (SPEC-0024): what checkHookTarget lets through, and what it refuses. */
 
@@ -42,6 +42,23 @@ describe('checkHookTarget: address classes', () => {
     ['loopback spelled as one decimal number', 'https://2130706433/hook'],
     ['loopback spelled in hex', 'https://0x7f.1/hook'],
     ['loopback with a port', 'https://127.0.0.1:8443/hook'],
+    // IPv6 is judged by an allow list (global unicast 2000::/3 less its special ranges): every
+    // prefix that carries an IPv4 address inside it, loopback's included, is refused.
+    ['IPv4-compatible ::/96 carrying loopback', 'https://[::127.0.0.1]/hook'],
+    ['IPv4-compatible ::/96 carrying a public address', 'https://[::93.184.216.34]/hook'],
+    ['IPv4-mapped ::ffff:0:0/96 carrying a public address', 'https://[::ffff:93.184.216.34]/hook'],
+    ['IPv4-translated ::ffff:0:0:0/96', 'https://[::ffff:0:7f00:1]/hook'],
+    ['NAT64 64:ff9b::/96', 'https://[64:ff9b::7f00:1]/hook'],
+    ['local-use NAT64 64:ff9b:1::/48', 'https://[64:ff9b:1::a00:1]/hook'],
+    ['6to4 2002::/16 carrying loopback', 'https://[2002:7f00:1::1]/hook'],
+    ['6to4 2002::/16 carrying a public address', 'https://[2002:5db8:d822::1]/hook'],
+    ['Teredo 2001::/32', 'https://[2001:0:4136:e378:8000:63bf:80ff:fffe]/hook'],
+    ['IETF protocol assignments 2001::/23', 'https://[2001:2::1]/hook'],
+    ['IPv6 documentation 2001:db8::/32', 'https://[2001:db8::1]/hook'],
+    ['IPv6 documentation 3fff::/20', 'https://[3fff::1]/hook'],
+    ['discard-only 100::/64', 'https://[100::1]/hook'],
+    ['IPv6 multicast', 'https://[ff02::1]/hook'],
+    ['outside global unicast (4000::/3)', 'https://[4000::1]/hook'],
   ];
   for (const [what, url] of nonPublic) {
     it(`refuses ${what} (${url}), naming url`, async () => {
@@ -70,6 +87,63 @@ describe('checkHookTarget: address classes', () => {
     expect(v4.url.toString()).toBe('https://93.184.216.34/hook?x=1');
     const v6 = await checkHookTarget('https://[2606:2800:220:1:248:1893:25c8:1946]/hook', strict);
     expect(v6).toMatchObject({ address: '2606:2800:220:1:248:1893:25c8:1946', family: 6 });
+  });
+});
+
+describe('checkHookTarget: host names judged by what they resolve to (a resolver stub, nothing dialled)', () => {
+  const resolvingTo = (address: string, family: 4 | 6): OutboundPolicy => ({ ...strict, resolve: async () => ({ address, family }) });
+
+  for (const [address, family] of [
+    ['2002:7f00:1::1', 6],
+    ['64:ff9b::a9fe:a9fe', 6],
+    ['64:ff9b:1::a00:1', 6],
+    ['::ffff:7f00:1', 6],
+    ['::7f00:1', 6],
+    ['2001:0:4136:e378:8000:63bf:80ff:fffe', 6],
+    ['fd12:3456::1', 6],
+    ['169.254.169.254', 4],
+  ] as const) {
+    it(`refuses a name that resolves to ${address}`, async () => {
+      const err = await refusal('https://hooks.example.com/hook', resolvingTo(address, family));
+      expect(err).toMatchObject({ code: 'invalid_argument', details: { field: 'url' } });
+      expect(err.message).toBe(`url: resolves to ${address}, which is not a public address (allow it with SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS)`);
+    });
+  }
+
+  it('accepts a name that resolves to a global unicast address and answers that address', async () => {
+    const t = await checkHookTarget('https://hooks.example.com/hook', resolvingTo('2606:4700::6810:84e5', 6));
+    expect(t).toMatchObject({ address: '2606:4700::6810:84e5', family: 6 });
+  });
+});
+
+describe('checkHookTarget: ports (SWITCHBOARD_NOTIFY_HOOK_PORTS)', () => {
+  it('allows 80 and 443 by default and refuses any other port, naming url', async () => {
+    expect(DEFAULT_HOOK_PORTS).toEqual([80, 443]);
+    expect((await checkHookTarget('https://93.184.216.34/hook', strict)).url.port).toBe('');
+    expect((await checkHookTarget('https://93.184.216.34:80/hook', strict)).address).toBe('93.184.216.34');
+    expect((await checkHookTarget('http://93.184.216.34:443/hook', { ...strict, allowHttp: true })).address).toBe('93.184.216.34');
+    for (const [url, port] of [['https://93.184.216.34:8443/hook', 8443], ['https://93.184.216.34:25/', 25], ['https://[2606:4700::1]:6379/', 6379], ['http://93.184.216.34/', null]] as const) {
+      const policy = port === null ? { ...strict, allowHttp: true, ports: [443] } : strict;
+      const err = await refusal(url, policy);
+      expect(err).toMatchObject({ code: 'invalid_argument', details: { field: 'url' } });
+      expect(err.message).toMatch(new RegExp(`^url: port ${port ?? 80} is not allowed \\(only .*; allow others with SWITCHBOARD_NOTIFY_HOOK_PORTS\\)$`));
+    }
+  });
+
+  it('a configured list replaces the default; any allows every port; the allow list exempts its addresses', async () => {
+    expect((await checkHookTarget('https://93.184.216.34:8443/hook', { ...strict, ports: [8443] })).address).toBe('93.184.216.34');
+    expect((await refusal('https://93.184.216.34/hook', { ...strict, ports: [8443] })).message).toMatch(/^url: port 443 is not allowed/);
+    expect((await checkHookTarget('https://93.184.216.34:1/hook', { ...strict, ports: 'any' })).address).toBe('93.184.216.34');
+    // A receiver the operator allowed by address (tests: a loopback port chosen by the OS) may use any port.
+    expect((await checkHookTarget('http://127.0.0.1:54321/hook', { allowHttp: true, allow: allowing('127.0.0.1/32') })).address).toBe('127.0.0.1');
+  });
+
+  it('parses the setting and names a bad entry', () => {
+    expect(parsePorts(undefined)).toEqual([80, 443]);
+    expect(parsePorts('443, 8443')).toEqual([443, 8443]);
+    expect(parsePorts('any')).toBe('any');
+    for (const bad of ['0', '65536', 'http', '443,x', '-1']) expect(parsePorts(bad)).toMatch(/is not a port from 1 to 65535 \(or say any\)$/);
+    expect(parsePorts(',')).toBe('must list at least one port, or say any');
   });
 });
 

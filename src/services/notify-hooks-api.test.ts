@@ -104,6 +104,21 @@ describe('managing hooks over the API', () => {
     expect((await listHooks(e)).hooks).toEqual([]);
   });
 
+  it('without the test flags: IPv6 transition prefixes and ports other than 80/443 are refused at create, naming url', async () => {
+    const e = await vend();
+    for (const host of ['[::127.0.0.1]', '[::ffff:93.184.216.34]', '[64:ff9b::a9fe:a9fe]', '[64:ff9b:1::a00:1]', '[2002:7f00:1::1]', '[2001:0:4136:e378:8000:63bf:80ff:fffe]']) {
+      const r = await apiStrict('POST', `/api/v1/endpoints/${e.slug}/hooks`, { url: `https://${host}/hook` });
+      expect(r.status, host).toBe(400);
+      expect(r.json, host).toMatchObject({ code: 'invalid_argument', field: 'url', error: expect.stringMatching(/not a public address/) });
+    }
+    for (const url of ['https://93.184.216.34:8443/hook', 'https://[2606:4700::6810:84e5]:22/']) {
+      const r = await apiStrict('POST', `/api/v1/endpoints/${e.slug}/hooks`, { url });
+      expect(r.status, url).toBe(400);
+      expect(r.json, url).toMatchObject({ code: 'invalid_argument', field: 'url', error: expect.stringMatching(/^url: port \d+ is not allowed/) });
+    }
+    expect((await listHooks(e)).hooks).toEqual([]);
+  });
+
   it('stops at the ceiling: 5 by default, SWITCHBOARD_NOTIFY_HOOK_MAX otherwise; over answers 409 resource_exhausted', async () => {
     const e = await vend();
     for (let i = 0; i < 5; i++) await createHook(e, { url: target().url });
