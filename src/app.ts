@@ -103,6 +103,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       baseUrl: () => baseUrl,
       metricsToken: config.metricsToken,
       allowedHosts: allowedHostsFor(config),
+      trustedProxies: config.trustedProxies,
       mcpLimits: opts.mcpLimits,
       ingestLimit: opts.ingestLimit,
     });

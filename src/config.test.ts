@@ -94,9 +94,28 @@ describe('loadConfig', () => {
     ['SWITCHBOARD_PUSH_ALLOW_HTTP', { SWITCHBOARD_PUSH_ALLOW_HTTP: 'yes please' }],
     ['SWITCHBOARD_SECRET_ENCRYPTION_KEY', { SWITCHBOARD_SECRET_ENCRYPTION_KEY: 'z'.repeat(64) }],
     ['SWITCHBOARD_METRICS_TOKEN', { SWITCHBOARD_METRICS_TOKEN: 'a b'.repeat(20) }],
+    ['SWITCHBOARD_TRUSTED_PROXIES', { SWITCHBOARD_TRUSTED_PROXIES: '10.0.0.1,proxy.internal' }],
+    ['SWITCHBOARD_TRUSTED_PROXIES', { SWITCHBOARD_TRUSTED_PROXIES: '10.0.0.0/33' }],
+    ['SWITCHBOARD_TRUSTED_PROXIES', { SWITCHBOARD_TRUSTED_PROXIES: 'fd00::/129' }],
+    ['SWITCHBOARD_TRUSTED_PROXIES', { SWITCHBOARD_TRUSTED_PROXIES: 'fe80::1%eth0' }],
   ])('refuses a bad %s and names it', (variable, env) => {
     const e = fails(env);
     expect(e.variable).toBe(variable);
     expect(e.message).toContain(variable);
+  });
+});
+
+describe('SWITCHBOARD_TRUSTED_PROXIES', () => {
+  it('trusts no proxy by default', () => {
+    expect(loadConfig({}).trustedProxies).toEqual([]);
+  });
+
+  it('takes IPv4 and IPv6 addresses and CIDRs, comma-separated', () => {
+    const env = { SWITCHBOARD_TRUSTED_PROXIES: ' 10.0.0.5, 10.1.0.0/16 ,fd00::/8,::1' };
+    expect(loadConfig(env).trustedProxies).toEqual(['10.0.0.5', '10.1.0.0/16', 'fd00::/8', '::1']);
+  });
+
+  it('names the bad entry', () => {
+    expect(fails({ SWITCHBOARD_TRUSTED_PROXIES: '10.0.0.1,proxy.internal' }).message).toContain('"proxy.internal"');
   });
 });

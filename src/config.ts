@@ -1,5 +1,5 @@
 import { homedir } from 'node:os';
-import type { BlockList } from 'node:net';
+import { isIP, type BlockList } from 'node:net';
 import { decodeKey } from './lib/crypto-box.ts';
 import { parseAllowList, parsePorts } from './lib/ssrf.ts';
 import { parseDuration } from './domain/duration.ts';
@@ -61,6 +61,8 @@ export interface Config {
   retentionMs: number;
   /** Board sign-in through an OpenID Connect provider; null when not configured. */
   oidc: OidcSettings | null;
+  /** Reverse proxies whose X-Forwarded-For keys the per-address limits (addresses and CIDRs); empty trusts none. */
+  trustedProxies: string[];
 }
 
 export class ConfigError extends Error {
@@ -119,6 +121,19 @@ function parseDatabaseUrl(variable: string, raw: string): string {
     throw new ConfigError(variable, `must start with postgres:// or postgresql://, got ${url.protocol}//`);
   }
   return raw;
+}
+
+/** SWITCHBOARD_TRUSTED_PROXIES: comma-separated IPv4/IPv6 addresses and CIDRs. */
+function parseTrustedProxies(raw: string | undefined): string[] {
+  const entries = (raw ?? '').split(',').map((p) => p.trim()).filter(Boolean);
+  for (const entry of entries) {
+    const m = /^([^/%]+)(?:\/(\d{1,3}))?$/.exec(entry);
+    const family = m ? isIP(m[1]!) : 0;
+    if (!m || family === 0 || (m[2] !== undefined && Number(m[2]) > (family === 4 ? 32 : 128))) {
+      throw new ConfigError('SWITCHBOARD_TRUSTED_PROXIES', `must list IP addresses or CIDRs (e.g. 10.0.0.5,10.1.0.0/16,fd00::/8); ${JSON.stringify(entry)} is neither`);
+    }
+  }
+  return entries;
 }
 
 /** A window in the one duration grammar: `15m`, `1h`, `1h30m`. */
@@ -203,6 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
 
   const oidc = parseOidc(nonEmpty);
+  const trustedProxies = parseTrustedProxies(nonEmpty('SWITCHBOARD_TRUSTED_PROXIES'));
 
   return {
     databaseUrl,
@@ -223,6 +239,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sessionsPerEndpoint: Number(perEndpointRaw),
     retentionMs,
     oidc,
+    trustedProxies,
   };
 }
 

@@ -11,6 +11,7 @@ import type { BucketPolicy } from './lib/rate-limit.ts';
 import { VERSION } from './lib/version.ts';
 import { API_BODY_LIMIT, registerApi } from './api/plugin.ts';
 import { bearerToken } from './web/bearer.ts';
+import { AuthFailures } from './web/auth-failures.ts';
 import { classifyAndLog, sendError } from './web/errors.ts';
 import { sendBoardError } from './board/error-page.ts';
 
@@ -28,6 +29,13 @@ export interface WebOptions {
   mcpLimits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
   /** Overrides the per-IP webhook ingest limit (benchmarks lift it). */
   ingestLimit?: BucketPolicy;
+  /** Overrides the per-IP limit on failed authentications (benchmarks lift it). */
+  authFailureLimit?: BucketPolicy;
+  /**
+   * Proxies whose X-Forwarded-For is believed (addresses and CIDRs): a request whose socket peer is
+   * one of them is keyed, in every per-address limit, by the client address the proxy forwarded.
+   */
+  trustedProxies?: readonly string[];
 }
 
 const SECURITY_HEADERS: Record<string, string> = {
@@ -53,11 +61,15 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
   /** The cluster's sessions of each endpoint, and how many of them are unheard. */
   const sessionCounts = async (endpointIds: readonly string[]) =>
     new Map([...(await s.directory.countsOf(endpointIds))].map(([id, c]) => [id, { sessions: c.sessions, unheard_sessions: c.unheard }]));
+  // One bucket per client address for failed authentications, across /api/v1, the board and /mcp.
+  const authFailures = new AuthFailures(clock, web.authFailureLimit);
   const app = Fastify({
     // Our own request log (below) names the route pattern, never the raw URL or headers.
     logger: false,
     bodyLimit: API_BODY_LIMIT,
     return503OnClosing: true,
+    // req.ip: the socket peer, or the address a trusted proxy forwarded (the rightmost untrusted one).
+    trustProxy: web.trustedProxies?.length ? [...web.trustedProxies] : false,
     // A request (headers and body) must arrive whole within this time, or its connection is
     // closed: a sender trickling a body cannot hold a socket and its buffer for ever. Responses,
     // the long-lived event streams included, are not limited by it.
@@ -119,6 +131,7 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
     webhooks: s.webhooks,
     hooks: s.hooks,
     sessionCounts: sessionCounts,
+    authFailures,
   });
   registerIngest(app, { clock: clock, ingest: s.ingest, limit: web.ingestLimit });
   registerBoard(app, {
@@ -148,6 +161,7 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
     selfTests: s.selfTests,
     webhooks: s.webhooks,
     oidc: s.oidc,
+    authFailures,
   });
   registerMcp(app, {
     clock,
@@ -164,6 +178,7 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
     hooks: s.hooks,
     allowedHosts: web.allowedHosts,
     limits: web.mcpLimits,
+    authFailures,
   });
   return app;
 }

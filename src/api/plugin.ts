@@ -23,6 +23,7 @@ import { registerWebhookRoutes } from './webhooks.ts';
 import { registerHookRoutes } from './notify-hooks.ts';
 import type { NotifyHooks } from '../services/notify-hooks.ts';
 import { sendError } from '../web/errors.ts';
+import type { AuthFailures } from '../web/auth-failures.ts';
 import { RateLimiter } from '../lib/rate-limit.ts';
 import { limitParam, parseInput } from '../domain/validate.ts';
 
@@ -40,6 +41,8 @@ export interface ApiDeps {
   /** Instance-local: how many sessions of the endpoint are attached here, and how many are unheard. */
   /** Per endpoint, its sessions across the cluster and how many are unheard. */
   sessionCounts?: (endpointIds: readonly string[]) => Promise<Map<string, SessionCountView>>;
+  /** The per-address limit on failed authentications, shared with the board and /mcp. */
+  authFailures: AuthFailures;
 }
 
 /** Per personal token: reads 20/s (burst 40), writes 5/s (burst 20). */
@@ -120,7 +123,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
 
   app.register(
     async (api) => {
-      api.addHook('onRequest', humanGuard(deps.humans));
+      api.addHook('onRequest', humanGuard(deps.humans, deps.authFailures));
       api.addHook('onRequest', async (req: FastifyRequest) => {
         const write = req.method !== 'GET' && req.method !== 'HEAD';
         const wait = (write ? writeLimiter : readLimiter).take(req.humanTokenId!);

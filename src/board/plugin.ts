@@ -6,6 +6,7 @@ import type { EndpointService } from '../services/endpoints.ts';
 import type { OperatorPresence } from '../services/presence-operator.ts';
 import type { SelfTests } from '../services/doorbell/self-tests.ts';
 import { classifyAndLog } from '../web/errors.ts';
+import type { AuthFailures } from '../web/auth-failures.ts';
 import { sendBoardError, sendPage } from './error-page.ts';
 import { RateLimiter } from '../lib/rate-limit.ts';
 import type { Webhooks } from '../services/webhooks.ts';
@@ -50,6 +51,8 @@ export interface BoardDeps {
   eventsPollMs?: number;
   /** Sign-in through an OpenID Connect provider; null when SWITCHBOARD_OIDC_ISSUER is unset. */
   oidc?: OidcLogin | null;
+  /** The per-address limit on failed authentications (dead session cookies), shared with /api/v1 and /mcp. */
+  authFailures: AuthFailures;
 }
 
 declare module 'fastify' {
@@ -98,7 +101,13 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
       if (req.routeOptions.config.boardStatic) return;
       const token = readCookie(req, SESSION_COOKIE);
       if (token) {
-        const found = await humans.findWebSession(token);
+        const attempt = await deps.authFailures.attempt(req.ip, () => humans.findWebSession(token));
+        if ('retryAfter' in attempt) {
+          reply.header('retry-after', String(attempt.retryAfter));
+          if (req.routeOptions.url === '/events') return reply.code(429).type('text/plain; charset=utf-8').send('too many failed sign-ins\n');
+          return sendPage(reply, 429, messagePage({ title: 'Slow down' }, 'Too many failed sign-ins', `Retry in ${attempt.retryAfter} s.`));
+        }
+        const found = attempt.value;
         if (found) req.boardSession = boardSession(found.human, token, found.expiresAt);
         // A cookie proven dead is cleared.
         else clearSessionCookie(reply, secure());

@@ -33,6 +33,13 @@ export class RateLimiter {
     return this.#buckets.size;
   }
 
+  /** The tokens the caller holds now (the burst for one never seen); changes nothing. */
+  available(key: string): number {
+    const b = this.#buckets.get(key);
+    if (!b) return this.#policy.burst;
+    return Math.min(this.#policy.burst, b.tokens + ((this.#clock.now().getTime() - b.at) / 1000) * this.#policy.rate);
+  }
+
   /** Takes one token; returns 0 when allowed, else the whole seconds to wait before retrying. */
   take(key: string): number {
     const now = this.#clock.now().getTime();

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SwitchboardError } from '../domain/errors.ts';
 import { bearerToken } from '../web/bearer.ts';
+import type { AuthFailures } from '../web/auth-failures.ts';
 import { classifyAndLog, fromFastifyError } from '../web/errors.ts';
 import { RateLimiter, type BucketPolicy } from '../lib/rate-limit.ts';
 import {
@@ -40,6 +41,8 @@ export interface McpDeps extends AgentServices {
   /** Hostnames a loopback listener accepts in Host (the DNS-rebinding guard); undefined disables it. */
   allowedHosts?: readonly string[];
   limits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
+  /** The per-address limit on failed authentications, shared with /api/v1 and the board. */
+  authFailures: AuthFailures;
 }
 
 declare module 'fastify' {
@@ -115,7 +118,9 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
 
       const token = bearerToken(req);
       const slug = (req.params as { slug?: string }).slug ?? '';
-      const endpoint = token ? await deps.credentials.resolve(token, slug) : null;
+      const attempt = token ? await deps.authFailures.attempt(req.ip, () => deps.credentials.resolve(token, slug)) : { value: null };
+      if ('retryAfter' in attempt) throw new TransportRefusal(429, TRANSPORT_ERROR, 'Too Many Requests: too many failed authentications from this address', { 'retry-after': String(attempt.retryAfter) });
+      const endpoint = attempt.value;
       if (!endpoint) {
         throw new TransportRefusal(401, TRANSPORT_ERROR, 'Unauthorized: a valid endpoint credential (sbk_...) for this URL is required', {
           'www-authenticate': MCP_REALM,
