@@ -4,15 +4,25 @@ import type { SessionRegistry } from '../sessions/registry.ts';
 import { effective, parseShift, type Presence, type PresenceInputs, type Shift } from '../domain/presence/index.ts';
 import { readPresence, readPresenceMany, type PresenceRow } from '../store/presence.ts';
 
+/** Distinct shift strings kept parsed; past it the least recently used is dropped (tenants choose the strings). */
+export const SHIFT_CACHE_MAX = 10_000;
 const shiftCache = new Map<string, Shift>();
-/** Stored shifts were validated on write; parsed once per distinct string. */
+/** For tests: how many shifts are kept, and whether one is. */
+export const shiftCacheSize = (): number => shiftCache.size;
+export const shiftCacheHas = (text: string): boolean => shiftCache.has(text);
+
+/** Stored shifts were validated on write; parsed once per distinct string while it stays in use. */
 function storedShift(text: string | null): Shift | null {
   if (!text) return null;
   let s = shiftCache.get(text);
-  if (!s) {
+  if (s) {
+    // A Map iterates in insertion order: re-inserting a hit makes the first key the least recently used.
+    shiftCache.delete(text);
+  } else {
     s = parseShift(text);
-    shiftCache.set(text, s);
+    if (shiftCache.size >= SHIFT_CACHE_MAX) shiftCache.delete(shiftCache.keys().next().value!);
   }
+  shiftCache.set(text, s);
   return s;
 }
 
