@@ -24,7 +24,8 @@ describe('todoTitle', () => {
 
   it('refuses an empty title and any control character', () => {
     expect(refused(() => todoTitle('   ')).message).toBe('title: must not be empty');
-    for (const c of ['\n', '\r', '\t', '\u0000', '\u007f']) {
+    // U+0085 (NEL) and U+2028/U+2029 break lines; U+202A-E and U+2066-9 reorder what is displayed.
+    for (const c of ['\n', '\r', '\t', '\u0000', '\u007f', '\u0085', '\u009b', '\u2028', '\u2029', '\u202a', '\u202e', '\u2066', '\u2069']) {
       expect(refused(() => todoTitle(`one${c}two`)).message).toBe('title: must be one line without control characters');
     }
   });
