@@ -46,11 +46,15 @@ const SECURITY_HEADERS: Record<string, string> = {
   'cross-origin-resource-policy': 'same-origin',
 };
 
-/** The security headers and no-store, each unless the route set its own. */
-function withSecurityHeaders(reply: FastifyReply): FastifyReply {
+/** Sent only when the public base URL is https: a plain-http deployment (localhost, tests) stays reachable. */
+const HSTS = 'max-age=31536000';
+
+/** The security headers (HSTS under https) and no-store, each unless the route set its own. */
+function withSecurityHeaders(reply: FastifyReply, https: boolean): FastifyReply {
   for (const [k, v] of Object.entries(SECURITY_HEADERS)) {
     if (!reply.hasHeader(k)) reply.header(k, v);
   }
+  if (https && !reply.hasHeader('strict-transport-security')) reply.header('strict-transport-security', HSTS);
   if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
   return reply;
 }
@@ -63,6 +67,7 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
     new Map([...(await s.directory.countsOf(endpointIds))].map(([id, c]) => [id, { sessions: c.sessions, unheard_sessions: c.unheard }]));
   // One bucket per client address for failed authentications, across /api/v1, the board and /mcp.
   const authFailures = new AuthFailures(clock, web.authFailureLimit);
+  const https = () => web.baseUrl().startsWith('https://');
   const app = Fastify({
     // Our own request log (below) names the route pattern, never the raw URL or headers.
     logger: false,
@@ -79,13 +84,13 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
     frameworkErrors: (err, req, raw) => {
       const e = classifyAndLog(err, log, { method: req.method }, 'request');
       const reply = raw as FastifyReply;
-      if (req.url.startsWith('/mcp/')) return sendRpcFailure(withSecurityHeaders(reply), e);
-      if (req.url.startsWith('/api/') || req.url.startsWith('/webhooks/')) return sendError(withSecurityHeaders(reply), e);
-      return sendBoardError(withSecurityHeaders(reply.header('content-security-policy', BOARD_CSP)), e, undefined);
+      if (req.url.startsWith('/mcp/')) return sendRpcFailure(withSecurityHeaders(reply, https()), e);
+      if (req.url.startsWith('/api/') || req.url.startsWith('/webhooks/')) return sendError(withSecurityHeaders(reply, https()), e);
+      return sendBoardError(withSecurityHeaders(reply.header('content-security-policy', BOARD_CSP), https()), e, undefined);
     },
   });
 
-  app.addHook('onSend', async (_req, reply) => void withSecurityHeaders(reply));
+  app.addHook('onSend', async (_req, reply) => void withSecurityHeaders(reply, https()));
 
   app.addHook('onResponse', async (req, reply) => {
     log.debug(

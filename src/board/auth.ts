@@ -4,6 +4,14 @@ import { csrfToken } from './csrf.ts';
 
 export const SESSION_COOKIE = 'sb_session';
 
+/**
+ * Under an https base URL the session cookie is `__Host-sb_session`: the browser then takes it only
+ * with Secure, Path=/ and no Domain, so neither a sibling subdomain nor a plain-http response can
+ * set or shadow it. Plain http (localhost, tests) keeps `sb_session`, which a browser could not
+ * store under that prefix.
+ */
+export const sessionCookieName = (secure: boolean): string => (secure ? `__Host-${SESSION_COOKIE}` : SESSION_COOKIE);
+
 /** The signed-in human of a board request, with the cookie value that proved it. */
 export interface BoardSession {
   human: Human;
@@ -40,15 +48,15 @@ export function readCookie(req: FastifyRequest, name: string): string | undefine
   return undefined;
 }
 
-/** HttpOnly, SameSite=Lax, Path=/, 12 h; Secure when the public base URL is https. */
+/** HttpOnly, SameSite=Lax, Path=/, no Domain, 12 h; Secure when the public base URL is https. */
 function cookieAttributes(secure: boolean, maxAgeSeconds: number): string {
   return `Path=/; Max-Age=${maxAgeSeconds}; HttpOnly; SameSite=Lax${secure ? '; Secure' : ''}`;
 }
 
 export function setSessionCookie(reply: FastifyReply, token: string, secure: boolean): void {
-  reply.header('set-cookie', `${SESSION_COOKIE}=${token}; ${cookieAttributes(secure, Math.floor(WEB_SESSION_TTL_MS / 1000))}`);
+  reply.header('set-cookie', `${sessionCookieName(secure)}=${token}; ${cookieAttributes(secure, Math.floor(WEB_SESSION_TTL_MS / 1000))}`);
 }
 
 export function clearSessionCookie(reply: FastifyReply, secure: boolean): void {
-  reply.header('set-cookie', `${SESSION_COOKIE}=; ${cookieAttributes(secure, 0)}`);
+  reply.header('set-cookie', `${sessionCookieName(secure)}=; ${cookieAttributes(secure, 0)}`);
 }

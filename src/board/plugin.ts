@@ -15,7 +15,7 @@ import { writeEventStreamHead } from '../lib/sse.ts';
 import type { SessionInfo } from './views/endpoints.ts';
 import { hashSecret } from '../lib/secrets.ts';
 import type { Humans } from '../services/humans.ts';
-import { SESSION_COOKIE, boardSession, clearSessionCookie, readCookie } from './auth.ts';
+import { boardSession, clearSessionCookie, readCookie, sessionCookieName } from './auth.ts';
 import type { OidcLogin } from './oidc.ts';
 import { csrfValid } from './csrf.ts';
 import { HTMX_ASSET, messagePage } from './pages.ts';
@@ -99,7 +99,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     board.addHook('onRequest', async (req, reply) => {
       reply.header('content-security-policy', BOARD_CSP);
       if (req.routeOptions.config.boardStatic) return;
-      const token = readCookie(req, SESSION_COOKIE);
+      const token = readCookie(req, sessionCookieName(secure()));
       if (token) {
         const attempt = await deps.authFailures.attempt(req.ip, () => humans.findWebSession(token));
         if ('retryAfter' in attempt) {
