@@ -56,6 +56,7 @@ export function haproxyConfig(port: number, backends: readonly Backend[], adminS
     '',
     'frontend switchboard',
     `  bind 127.0.0.1:${port}`,
+    '  option forwardfor',
     '  default_backend switchboard_instances',
     '',
     'backend switchboard_instances',
