@@ -2,6 +2,7 @@ import { SwitchboardError, unstorableInput } from '../domain/errors.ts';
 import { titleFor } from '../domain/ingest/titles.ts';
 import { EVENT_HEADERS, bodyDigest, deliveryId, eventType, jsonDepthExceeds, sanitizeHeaders, verifySignature } from '../domain/ingest/verify.ts';
 import { NOTIFY_HOOK_MARKER } from '../domain/hook-marker.ts';
+import { tooDeepMessage } from '../domain/json-depth.ts';
 import { ingestIdempotencyKey, kindProblem } from '../domain/todo-input.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { isEndpointRevoked } from '../store/endpoints.ts';
@@ -104,7 +105,7 @@ export class IngestService {
     const text = d.body.toString('utf8');
     let payload: unknown;
     if (provider !== 'generic' || contentType === 'application/json' || contentType.endsWith('+json')) {
-      if (jsonDepthExceeds(text)) return reject(new SwitchboardError('invalid_argument', 'body: JSON nests too deeply', { field: 'body' }));
+      if (jsonDepthExceeds(text)) return reject(new SwitchboardError('invalid_argument', `body: ${tooDeepMessage}`, { field: 'body' }));
       try {
         payload = JSON.parse(text);
       } catch {
