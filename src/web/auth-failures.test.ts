@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { vend, withApp } from '../../test/support/fixtures.ts';
 import { createLoginLink, mintWebToken } from '../store/web-sessions.ts';
-import { AUTH_FAILURE_LIMIT, AuthFailures } from './auth-failures.ts';
+import { AUTH_FAILURE_LIMIT, AuthFailures, addressKey } from './auth-failures.ts';
 import { ManualClock } from '../lib/clock.ts';
 
 /**
@@ -136,5 +136,25 @@ describe('AuthFailures', () => {
     // An address that never failed is never held back, however many lookups it has in flight.
     const many = Array.from({ length: 10 }, () => failures.attempt('b', async () => 'ok'));
     expect((await Promise.all(many)).every((r) => r.value === 'ok')).toBe(true);
+  });
+});
+
+describe('addressKey', () => {
+  it('keys IPv6 by its /64 and everything else as it is', () => {
+    expect(addressKey('2001:db8:1:2:aaaa::1')).toBe('2001:db8:1:2::/64');
+    expect(addressKey('2001:0db8:0001:0002:ffff:ffff:ffff:ffff')).toBe('2001:db8:1:2::/64');
+    expect(addressKey('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(addressKey('::1')).toBe('0:0:0:0::/64');
+    expect(addressKey('fe80::')).toBe('fe80:0:0:0::/64');
+    expect(addressKey('203.0.113.9')).toBe('203.0.113.9');
+    expect(addressKey('::ffff:203.0.113.9')).toBe('::ffff:203.0.113.9');
+  });
+
+  it('makes one bucket of a /64: a fresh address per guess does not escape it', async () => {
+    const failures = new AuthFailures(new ManualClock(), { rate: 1, burst: 2 });
+    await failures.attempt('2001:db8:1:2::a', async () => null);
+    await failures.attempt('2001:db8:1:2::b', async () => null);
+    expect((await failures.attempt('2001:db8:1:2::c', async () => 'x')).value).toBeNull();
+    expect((await failures.attempt('2001:db8:1:3::a', async () => 'x')).value).toBe('x');
   });
 });
