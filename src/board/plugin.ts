@@ -78,6 +78,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     reads: deps.reads,
     clock,
     log,
+    sessions: humans,
     pollMs: deps.eventsPollMs,
     sessionCounts: async (ids) =>
       new Map([...(await deps.sessionsOf(ids))].map(([id, of]) => [id, { sessions: of.length, unheard_sessions: of.filter((s) => s.unheard).length }])),
@@ -170,7 +171,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
       const res = reply.raw;
       writeEventStreamHead(res, { 'content-security-policy': BOARD_CSP });
       res.write('retry: 5000\n\n');
-      events.subscribe(s.human.id, sessionKey, res, s.expiresAt);
+      events.subscribe(s.human.id, { token: s.token, key: sessionKey }, res, s.expiresAt);
     });
   });
 }

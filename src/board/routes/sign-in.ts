@@ -18,7 +18,7 @@ export interface SignInRouteDeps {
   baseUrl: () => string;
   /** Sign-in through an OpenID Connect provider; null when SWITCHBOARD_OIDC_ISSUER is unset. */
   oidc?: OidcLogin | null;
-  /** After sign-out: end this instance's live-update streams of the session. */
+  /** After sign-out or a sign-in that replaced the session: end this instance's live-update streams of it. */
   onSignOut: (sessionToken: string) => void;
 }
 
@@ -66,6 +66,8 @@ export function registerSignInRoutes(board: FastifyInstance, deps: SignInRouteDe
     if (crossSite(req)) return sendPage(reply, 403, messagePage({ title: 'Forbidden' }, 'Refused', 'A sign-in link can only be confirmed from its own page.'));
     const opened = await humans.signInByLink(token, req.boardSession?.token);
     if (!opened) return sendPage(reply, 404, loginDeadPage());
+    // The replaced session's streams end now (other instances see it gone at their next look).
+    if (req.boardSession) deps.onSignOut(req.boardSession.token);
     setSessionCookie(reply, opened.sessionToken, secure());
     log.info({ human_id: opened.humanId }, 'board sign-in by link');
     return reply.redirect('/', 303);
@@ -106,6 +108,7 @@ export function registerSignInRoutes(board: FastifyInstance, deps: SignInRouteDe
       throw err;
     }
     const opened = await humans.signInByOidc(identity, req.boardSession?.token);
+    if (req.boardSession) deps.onSignOut(req.boardSession.token);
     const { human, created, linked } = opened;
     setSessionCookie(reply, opened.sessionToken, secure());
     log.info({ human_id: human.id, handle: human.handle, created, linked }, 'board sign-in by oidc');
