@@ -99,6 +99,16 @@ export async function startApp(opts: AppOptions): Promise<App> {
 
   try {
     await migrate(db.direct, { onApply: (file) => log.info({ file }, 'migration applied') });
+    // Before serving: with a key, legacy secrets are resealed bound to their rows (a read refuses them).
+    const atRest = await services.webhooks.secretsAtRest();
+    if (atRest.resealed > 0) log.info({ resealed: atRest.resealed }, 'webhook and notify hook secrets resealed, bound to their rows');
+    const { webhooks: plainWebhooks, hooks: plainHooks } = atRest.plaintext;
+    if (plainWebhooks + plainHooks > 0) {
+      log.warn(
+        { webhooks: plainWebhooks, notify_hooks: plainHooks },
+        `webhook signing secrets are stored unencrypted (${plainWebhooks} signed webhooks, ${plainHooks} notify hooks): set SWITCHBOARD_SECRET_ENCRYPTION_KEY (32 bytes, hex or base64); the next start seals them, then rotate each`,
+      );
+    }
     server = buildServer(services, {
       baseUrl: () => baseUrl,
       metricsToken: config.metricsToken,
@@ -120,9 +130,6 @@ export async function startApp(opts: AppOptions): Promise<App> {
       for (const loop of maintenanceLoopsOf(services)) {
         loops.push(runEvery(loop.name, opts.loopIntervalMs ?? loop.intervalMs, () => loop.tick(), { signal: shutdown.signal, log, runNow: loop.runNow }));
       }
-    }
-    if (!config.secretEncryptionKey && (await services.webhooks.signedCount()) > 0) {
-      log.warn('webhook signing secrets are stored unencrypted: set SWITCHBOARD_SECRET_ENCRYPTION_KEY (32 bytes, hex or base64) and rotate each signed webhook');
     }
     log.info({ addr: url, base_url: baseUrl, version: VERSION, database: db.description, oidc: oidc !== null }, 'switchboard listening');
     // Discovery at startup shows a misconfigured provider in the log at once; it is not fatal (the

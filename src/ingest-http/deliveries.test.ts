@@ -2,7 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { apiCaller, humanWithToken } from '../../test/support/app.ts';
-import { SecretBox, decodeKey } from '../lib/crypto-box.ts';
+import { SecretBox, decodeKey, sealedFor } from '../lib/crypto-box.ts';
 import {
   giteaHeaders,
   giteaIssueOpened,
@@ -125,13 +125,13 @@ describe('creating webhooks through the API', () => {
     expect(r.text).not.toContain('whsec_');
   });
 
-  it('stores the secret sealed (v1:, AES-256-GCM under the configured key) and the ingest token only as a hash', async () => {
+  it('stores the secret sealed (v2:, AES-256-GCM under the configured key, bound to its row) and the ingest token only as a hash', async () => {
     const [row] = await db.sql`select * from webhooks where id = ${gh.webhook_id}`;
     const token = tokenOf(gh.ingest_url);
-    expect(row!.signing_secret).toMatch(/^v1:[\w-]+:[\w-]+:[\w-]+$/);
+    expect(row!.signing_secret).toMatch(/^v2:[\w-]+:[\w-]+:[\w-]+$/);
     expect(row!.signing_secret).not.toContain(gh.signing_secret!.slice('whsec_'.length));
-    expect(new SecretBox(decodeKey(KEY)).open(row!.signing_secret)).toBe(gh.signing_secret);
-    expect(() => new SecretBox(randomBytes(32)).open(row!.signing_secret)).toThrow();
+    expect(new SecretBox(decodeKey(KEY)).for(sealedFor('webhooks', gh.webhook_id)).open(row!.signing_secret)).toBe(gh.signing_secret);
+    expect(() => new SecretBox(randomBytes(32)).for(sealedFor('webhooks', gh.webhook_id)).open(row!.signing_secret)).toThrow();
     expect(row!.ingest_token_hash).toBe(createHash('sha256').update(token).digest('hex'));
     expect(row!.ingest_token_hint).toBe(token.slice(0, 6));
     expect(JSON.stringify(row)).not.toContain(token);
@@ -336,7 +336,7 @@ describe('rotate and delete', () => {
     expect(rotated.signing_secret).not.toBe(w.signing_secret);
     const after = (await db.sql`select ingest_token_hash, signing_secret from webhooks where id = ${w.webhook_id}`)[0]!;
     expect(after.ingest_token_hash).not.toBe(before.ingest_token_hash);
-    expect(after.signing_secret).toMatch(/^v1:/);
+    expect(after.signing_secret).toMatch(/^v2:/);
     expect(after.signing_secret).not.toBe(before.signing_secret);
 
     await refused(404, 'not_found', () => github(w, 'issues', githubPush, w.signing_secret!));

@@ -15,6 +15,7 @@ import {
   counts,
   db,
   github,
+  KEY,
   type Minted,
   neverLogged,
   ownerToken,
@@ -113,9 +114,13 @@ describe('without SWITCHBOARD_SECRET_ENCRYPTION_KEY', () => {
       expect(row!.signing_secret).toBe(`plain:${w.json.signing_secret}`);
 
       expect((await github(w.json, 'issues', githubIssueOpened, w.json.signing_secret)).status).toBe(202);
-      // The keyed instance reads plain: secrets too.
-      const onKeyed = await github({ ingest_url: w.json.ingest_url.replace(plain.url, app.url) }, 'push', githubPush, w.json.signing_secret);
-      expect(onKeyed.status).toBe(202);
+      // A keyed instance refuses a plain: secret as it stands, and reseals it (bound to its row) when it starts.
+      const onKeyed = () => github({ ingest_url: w.json.ingest_url.replace(plain.url, app.url) }, 'push', githubPush, w.json.signing_secret);
+      expect((await onKeyed()).status).toBe(503);
+      const restarted = await startTestApp(db.url, new ManualClock('2026-02-01T00:00:00Z'), { env: { SWITCHBOARD_SECRET_ENCRYPTION_KEY: KEY } });
+      await restarted.stop();
+      expect((await db.sql`select signing_secret from webhooks where id = ${w.json.webhook_id}`)[0]!.signing_secret).toMatch(/^v2:/);
+      expect((await onKeyed()).status).toBe(202);
 
       // A secret sealed under a key this instance does not have is as good as absent: 503, not a 500.
       const mark = plainLog.length;

@@ -6,7 +6,8 @@ import type { LookupFunction } from 'node:net';
 import { ulid } from 'ulidx';
 import type { Clock } from '../lib/clock.ts';
 import { RateLimiter } from '../lib/rate-limit.ts';
-import type { SecretBox } from '../lib/crypto-box.ts';
+import { randomUUID } from 'node:crypto';
+import { sealedFor, type SecretBox } from '../lib/crypto-box.ts';
 import type { Sql } from '../db/connect.ts';
 import { inputsOf } from './presence.ts';
 import { forbidden, invalidArgument } from '../domain/errors.ts';
@@ -119,12 +120,15 @@ export class NotifyHooks {
     }
     if (input.ignore_presence !== undefined && typeof input.ignore_presence !== 'boolean') throw invalidArgument('ignore_presence', 'must be true or false');
     const secret = mintHookSecret();
+    // The id is chosen here: the sealed secret is bound to it.
+    const id = randomUUID();
     const row = await insertHook(
       this.sql,
       {
         endpointId: owner.id,
         url: target.url.toString(),
-        sealedSecret: this.box.seal(secret),
+        id,
+        sealedSecret: this.box.for(sealedFor('notify_hooks', id)).seal(secret),
         queues: [...new Set(queues as string[])],
         ignorePresence: input.ignore_presence === true,
         createdBy: by,
@@ -143,7 +147,7 @@ export class NotifyHooks {
   async rotate(row: HookRow) {
     const secret = mintHookSecret();
     const now = this.clock.now();
-    const rotated = await rotateHook(this.sql, row.id, this.box.seal(secret), new Date(now.getTime() + ROTATION_GRACE_MS), now);
+    const rotated = await rotateHook(this.sql, row.id, this.box.for(sealedFor('notify_hooks', row.id)).seal(secret), new Date(now.getTime() + ROTATION_GRACE_MS), now);
     return { ...this.view(rotated), signing_secret: secret };
   }
 
@@ -294,8 +298,9 @@ export class NotifyHooks {
     }
     const now = this.clock.now();
     const timestamp = Math.floor(now.getTime() / 1000);
-    const secrets = [this.box.open(job.hook.secret)];
-    if (job.hook.prev_secret && job.hook.prev_secret_expires_at && job.hook.prev_secret_expires_at > now) secrets.push(this.box.open(job.hook.prev_secret));
+    const box = this.box.for(sealedFor('notify_hooks', job.hook.id));
+    const secrets = [box.open(job.hook.secret)];
+    if (job.hook.prev_secret && job.hook.prev_secret_expires_at && job.hook.prev_secret_expires_at > now) secrets.push(box.open(job.hook.prev_secret));
     // Dial exactly the address that was checked: no second DNS answer can slip in.
     const lookup: LookupFunction = (_host, options, cb) => {
       if ((options as { all?: boolean }).all) (cb as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address: target.address, family: target.family }]);

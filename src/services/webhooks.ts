@@ -1,11 +1,14 @@
 import type { ServiceBase } from './base.ts';
 import type { Clock } from '../lib/clock.ts';
-import type { SecretBox } from '../lib/crypto-box.ts';
+import { sealedFor, type SecretBox } from '../lib/crypto-box.ts';
 import type { Sql } from '../db/connect.ts';
 import { SwitchboardError, forbidden, invalidArgument } from '../domain/errors.ts';
 import { rfc3339 } from '../domain/time.ts';
+import { countHooksUnscoped, legacyHookSecretsUnscoped, resealHookSecretsUnscoped } from '../store/hooks.ts';
 import {
   countSignedWebhooksUnscoped,
+  legacyWebhookSecretsUnscoped,
+  resealWebhookSecretUnscoped,
   SOURCE_TYPES,
   WEBHOOKS_PER_ENDPOINT_MAX,
   createWebhook,
@@ -49,9 +52,32 @@ export class Webhooks {
     return `${this.baseUrl()}/webhooks/w/${token}`;
   }
 
-  /** How many webhooks across all tenants verify signatures (the startup warning about plaintext secrets). */
-  signedCount(): Promise<number> {
-    return countSignedWebhooksUnscoped(this.sql);
+  /**
+   * At startup, before serving: with a key set, every webhook and notify hook secret still stored
+   * as `plain:` or as `v1:` (sealed before rows were bound) is accepted this once and resealed
+   * bound to its row; without a key, the secrets that are (or will be) stored as plaintext are
+   * counted for the startup warning.
+   */
+  async secretsAtRest(): Promise<{ resealed: number; plaintext: { webhooks: number; hooks: number } }> {
+    let resealed = 0;
+    if (this.box.encrypts) {
+      for (const w of await legacyWebhookSecretsUnscoped(this.sql)) {
+        const box = this.box.for(sealedFor('webhooks', w.id));
+        if (await resealWebhookSecretUnscoped(this.sql, w.id, w.signing_secret, box.seal(box.openLegacy(w.signing_secret)!))) resealed++;
+      }
+      for (const h of await legacyHookSecretsUnscoped(this.sql)) {
+        const box = this.box.for(sealedFor('notify_hooks', h.id));
+        const reseal = (v: string) => {
+          const open = box.openLegacy(v);
+          return open === null ? v : box.seal(open);
+        };
+        const to = { secret: reseal(h.secret), prev_secret: h.prev_secret === null ? null : reseal(h.prev_secret) };
+        if (await resealHookSecretsUnscoped(this.sql, h.id, h, to)) resealed++;
+      }
+    }
+    if (this.box.encrypts) return { resealed, plaintext: { webhooks: 0, hooks: 0 } };
+    const [webhooks, hooks] = await Promise.all([countSignedWebhooksUnscoped(this.sql), countHooksUnscoped(this.sql)]);
+    return { resealed, plaintext: { webhooks, hooks } };
   }
 
   view(row: WebhookRow) {
@@ -98,7 +124,7 @@ export class Webhooks {
     }
     const minted = await createWebhook(
       this.sql,
-      { endpointId: owner.id, source: source as SourceType, queue, createdBy: by, ceiling, seal: (s) => this.box.seal(s) },
+      { endpointId: owner.id, source: source as SourceType, queue, createdBy: by, ceiling, seal: (s, id) => this.box.for(sealedFor('webhooks', id)).seal(s) },
       this.clock.now(),
     ).catch((err: unknown) => {
       if (err instanceof SwitchboardError && err.code === 'conflict' && by === 'agent') {
@@ -114,7 +140,7 @@ export class Webhooks {
   }
 
   async rotate(row: WebhookRow) {
-    return this.#minted(await rotateWebhook(this.sql, row, (s) => this.box.seal(s), this.clock.now()));
+    return this.#minted(await rotateWebhook(this.sql, row, (s) => this.box.for(sealedFor('webhooks', row.id)).seal(s), this.clock.now()));
   }
 
   async delete(row: WebhookRow) {
@@ -138,6 +164,6 @@ export class Webhooks {
   }
 
   openSecret(row: WebhookRow): string | null {
-    return row.signing_secret ? this.box.open(row.signing_secret) : null;
+    return row.signing_secret ? this.box.for(sealedFor('webhooks', row.id)).open(row.signing_secret) : null;
   }
 }

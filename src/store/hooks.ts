@@ -23,12 +23,39 @@ export interface HookRow {
   rotated_at: Date | null;
 }
 
+/** Every notify hook, across tenants (each has a secret: the startup warning when no key is set). */
+export async function countHooksUnscoped(sql: Sql): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from notify_hooks`;
+  return row?.n ?? 0;
+}
+
+/** Hook secrets in a form older than row-bound sealing (`plain:`, `v1:`), across tenants: the startup reseal's work. */
+export async function legacyHookSecretsUnscoped(sql: Sql): Promise<{ id: string; secret: string; prev_secret: string | null }[]> {
+  return sql<{ id: string; secret: string; prev_secret: string | null }[]>`
+    select id, secret, prev_secret from notify_hooks
+    where secret like 'plain:%' or secret like 'v1:%' or prev_secret like 'plain:%' or prev_secret like 'v1:%'`;
+}
+
+/** Replaces one hook's legacy secrets with their resealed forms, unless they changed meanwhile (a rotation). */
+export async function resealHookSecretsUnscoped(
+  sql: Sql,
+  id: string,
+  from: { secret: string; prev_secret: string | null },
+  to: { secret: string; prev_secret: string | null },
+): Promise<boolean> {
+  const rows = await sql`
+    update notify_hooks set secret = ${to.secret}, prev_secret = ${to.prev_secret}
+    where id = ${id} and secret = ${from.secret} and prev_secret is not distinct from ${from.prev_secret}
+    returning 1`;
+  return rows.length === 1;
+}
+
 /** Failed deliveries in a row after which a hook turns itself off. */
 export const HOOK_DISABLE_AFTER = 10;
 
 export async function insertHook(
   sql: Sql,
-  h: { endpointId: string; url: string; sealedSecret: string; queues: string[]; ignorePresence: boolean; createdBy: string; max: number },
+  h: { id: string; endpointId: string; url: string; sealedSecret: string; queues: string[]; ignorePresence: boolean; createdBy: string; max: number },
   now: Date,
 ): Promise<HookRow> {
   return sql.begin(async (tx) => {
@@ -36,8 +63,8 @@ export async function insertHook(
     const [{ n }] = (await tx`select count(*)::int as n from notify_hooks where endpoint_id = ${h.endpointId}`) as unknown as [{ n: number }];
     if (n >= h.max) throw new SwitchboardError('resource_exhausted', `this endpoint already has ${n} notify hooks, the most it may have`, { max: h.max, used: n });
     const [row] = await tx<HookRow[]>`
-      insert into notify_hooks (endpoint_id, url, secret, queues, ignore_presence, created_by, created_at)
-      values (${h.endpointId}, ${h.url}, ${h.sealedSecret}, ${tx.array(h.queues)}, ${h.ignorePresence}, ${h.createdBy}, ${now})
+      insert into notify_hooks (id, endpoint_id, url, secret, queues, ignore_presence, created_by, created_at)
+      values (${h.id}, ${h.endpointId}, ${h.url}, ${h.sealedSecret}, ${tx.array(h.queues)}, ${h.ignorePresence}, ${h.createdBy}, ${now})
       returning *`;
     return row!;
   });

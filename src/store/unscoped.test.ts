@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
  */
 const UNSCOPED = {
   'endpoints.ts': ['authenticateEndpointCredentialUnscoped', 'inactiveEndpointIdsUnscoped'],
+  'hooks.ts': ['countHooksUnscoped', 'legacyHookSecretsUnscoped', 'resealHookSecretsUnscoped'],
   'presence.ts': ['presenceWatchlistUnscoped'],
   'retention.ts': ['deleteFinishedTodosUnscoped', 'deleteOldRingsUnscoped', 'deleteOrphanEventsUnscoped'],
   'rings.ts': ['markUnheardRingsUnscoped', 'pruneRingsUnscoped'],
@@ -18,7 +19,7 @@ const UNSCOPED = {
   'todos/push.ts': ['chargeDueRingsUnscoped'],
   'todos/reads.ts': ['queueStatsUnscoped', 'todoQueueUnscoped'],
   'todos/sweeps.ts': ['reapExpiredLeasesUnscoped', 'requeueDueRetriesUnscoped'],
-  'webhooks.ts': ['countSignedWebhooksUnscoped', 'findIngestTargetUnscoped'],
+  'webhooks.ts': ['countSignedWebhooksUnscoped', 'findIngestTargetUnscoped', 'legacyWebhookSecretsUnscoped', 'resealWebhookSecretUnscoped'],
 };
 
 const storeDir = fileURLToPath(new URL('.', import.meta.url));

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { Sql } from '../db/connect.ts';
 import { conflict, notFound, SwitchboardError } from '../domain/errors.ts';
 import { hashSecret } from '../lib/secrets.ts';
@@ -45,11 +45,13 @@ const mintSigningSecret = () => `whsec_${randomBytes(32).toString('base64url')}`
 
 export async function createWebhook(
   sql: Sql,
-  input: { endpointId: string; source: SourceType; queue: string; createdBy: string; ceiling: number; seal: (s: string) => string },
+  input: { endpointId: string; source: SourceType; queue: string; createdBy: string; ceiling: number; seal: (s: string, webhookId: string) => string },
   now: Date,
 ): Promise<MintedWebhook> {
   const ingestToken = mintIngestToken();
   const secret = trustModeOf(input.source) === 'signed' ? mintSigningSecret() : null;
+  // The id is chosen here: the sealed secret is bound to it.
+  const id = randomUUID();
   const webhook = await sql.begin(async (tx) => {
     // Serialize creations per endpoint so the ceiling holds under concurrency.
     await tx`select id from endpoints where id = ${input.endpointId} for update`;
@@ -58,10 +60,10 @@ export async function createWebhook(
       throw new SwitchboardError('conflict', `this endpoint already has ${n} webhook(s), its limit`, { ceiling: input.ceiling, used: n });
     }
     const [row] = await tx<WebhookRow[]>`
-      insert into webhooks (endpoint_id, source_type, trust_mode, target_queue, ingest_token_hash, ingest_token_hint,
+      insert into webhooks (id, endpoint_id, source_type, trust_mode, target_queue, ingest_token_hash, ingest_token_hint,
                             signing_secret, created_by, created_at)
-      values (${input.endpointId}, ${input.source}, ${trustModeOf(input.source)}, ${input.queue}, ${hashSecret(ingestToken)},
-              ${ingestToken.slice(0, 6)}, ${secret ? input.seal(secret) : null}, ${input.createdBy}, ${now})
+      values (${id}, ${input.endpointId}, ${input.source}, ${trustModeOf(input.source)}, ${input.queue}, ${hashSecret(ingestToken)},
+              ${ingestToken.slice(0, 6)}, ${secret ? input.seal(secret, id) : null}, ${input.createdBy}, ${now})
       returning *`;
     return row!;
   });
@@ -125,6 +127,18 @@ export async function touchWebhookDelivery(sql: Sql, webhookId: string, now: Dat
 export async function countSignedWebhooksUnscoped(sql: Sql): Promise<number> {
   const [row] = await sql<{ n: number }[]>`select count(*)::int as n from webhooks where trust_mode = 'signed'`;
   return row?.n ?? 0;
+}
+
+/** Signing secrets in a form older than row-bound sealing (`plain:`, `v1:`), across tenants: the startup reseal's work. */
+export async function legacyWebhookSecretsUnscoped(sql: Sql): Promise<{ id: string; signing_secret: string }[]> {
+  return sql<{ id: string; signing_secret: string }[]>`
+    select id, signing_secret from webhooks where signing_secret like 'plain:%' or signing_secret like 'v1:%'`;
+}
+
+/** Replaces one legacy secret with its resealed form, unless it changed meanwhile (a rotation). */
+export async function resealWebhookSecretUnscoped(sql: Sql, id: string, from: string, to: string): Promise<boolean> {
+  const rows = await sql`update webhooks set signing_secret = ${to} where id = ${id} and signing_secret = ${from} returning 1`;
+  return rows.length === 1;
 }
 
 export interface EventSummary {
