@@ -13,6 +13,7 @@ import {
   listHooks,
   push,
   received,
+  release,
   settle,
   target,
   until,
@@ -152,6 +153,44 @@ describe('delivery', () => {
     expect(await verifiedBy(r, rotated.json.signing_secret)).toBe(1);
     await until(async () => (await health(h.hook_id)).last_status === 200, 'the recorded outcome');
     expect(await hookView(e, h.hook_id)).toMatchObject({ enabled: true, consecutive_failures: 0 });
+  });
+
+  it("one delivery per hook at a time; a deleted hook's queued deliveries are not sent", async () => {
+    const e = await vend();
+    const t = target('hang');
+    const h = await createHook(e, { url: t.url });
+    await push(e, 'held by the receiver');
+    await until(() => t.got().length === 1, 'the first attempt');
+    await push(e, 'queued 1');
+    await push(e, 'queued 2');
+    await settle();
+    // The hook's next deliveries wait behind the one in flight.
+    expect(t.got()).toHaveLength(1);
+    // Deleted through instance B: this instance finds it gone at the next attempt.
+    expect((await apiB('DELETE', `/api/v1/hooks/${h.hook_id}`)).status).toBe(200);
+    release();
+    await settle();
+    expect(t.got()).toHaveLength(1);
+  });
+
+  it("a hook disabled on another instance (its tenth failure there) has its queued deliveries dropped here", async () => {
+    const e = await vend();
+    const t = target(...Array<number>(9).fill(500), 'hang', 500);
+    const h = await createHook(e, { url: t.url });
+    for (let i = 0; i < 9; i++) await push(e, `failing ${i}`, { via: apiB });
+    await until(async () => (await health(h.hook_id)).consecutive_failures === 9, 'nine failed deliveries');
+    await push(e, 'held by the receiver');
+    await until(() => t.got().length === 10, 'the held attempt');
+    await push(e, 'queued 1');
+    await push(e, 'queued 2');
+    await settle();
+    expect(t.got()).toHaveLength(10);
+    await push(e, 'the tenth failure', { via: apiB });
+    await until(async () => (await health(h.hook_id)).enabled === false, 'the hook to be disabled');
+    release();
+    await settle();
+    expect(t.got()).toHaveLength(11);
+    expect(t.got().map((r) => r.body.summary)).not.toContain('queued 1');
   });
 
   it('the address is checked again before each attempt: an instance without the allow list refuses to call', async () => {

@@ -1,8 +1,4 @@
 import type { ServiceBase } from './base.ts';
-import { NOTIFY_HOOK_MARKER } from '../domain/hook-marker.ts';
-import { request as httpRequest, type IncomingMessage } from 'node:http';
-import { request as httpsRequest } from 'node:https';
-import type { LookupFunction } from 'node:net';
 import { ulid } from 'ulidx';
 import type { Clock } from '../lib/clock.ts';
 import { RateLimiter } from '../lib/rate-limit.ts';
@@ -15,12 +11,13 @@ import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { neutralizeText } from '../domain/neutralize.ts';
 import { effective } from '../domain/presence/index.ts';
-import { deleteHook, getEndpointHook, getOwnHook, hookTargets, insertHook, listHooks, recordHookOutcome, rotateHook, type HookRow } from '../store/hooks.ts';
+import { deleteHook, deliverableHook, getEndpointHook, getOwnHook, hookTargets, insertHook, listHooks, recordHookOutcome, rotateHook, type HookRow } from '../store/hooks.ts';
 import { pushEligibleBacklog, type TodoRow } from '../store/todos/index.ts';
 import { rfc3339 } from '../domain/time.ts';
-import { VERSION } from '../lib/version.ts';
-import { mintHookSecret, signatureHeader } from '../lib/hook-signing.ts';
+import { mintHookSecret } from '../lib/hook-signing.ts';
 import { checkHookTarget, type OutboundPolicy, pointsAtSelf, type SelfAddress } from '../lib/ssrf.ts';
+import { DeliveryScheduler, type AttemptResult, type Delivery } from './notify-hooks-queue.ts';
+import { attemptClass, sendHookRequest } from './notify-hooks-send.ts';
 
 export const HOOK_BODY_MAX_BYTES = 4096;
 export const ROTATION_GRACE_MS = 24 * 3_600_000;
@@ -33,16 +30,13 @@ export interface NotifyHookOptions extends OutboundPolicy {
   backoffMs?: readonly number[];
   timeoutMs?: number;
   workers?: number;
+  /** Deliveries waiting, all hooks together. */
   queueSize?: number;
+  /** Deliveries waiting for one hook: a slow receiver's backlog cannot crowd out the others'. */
+  perHookQueue?: number;
   perMinute?: number;
   /** Where this server answers: a hook may not point at it. */
   self?: () => SelfAddress;
-}
-
-interface Job {
-  hook: HookRow;
-  body: string;
-  msgId: string;
 }
 
 export type HookReason = 'created' | 'requeued';
@@ -50,15 +44,13 @@ export type HookReason = 'created' | 'requeued';
 /**
  * Notify hooks (SPEC-0024): outbound calls telling a consumer with no live session that work is
  * waiting. Fired after commit by the instance that made the transition; delivered by a bounded
- * in-process queue and a few workers so ingestion never waits on a receiver.
+ * in-process queue per hook and a few workers (notify-hooks-queue.ts) so ingestion never waits
+ * on a receiver and no hook's receiver holds up another's.
  */
 export class NotifyHooks {
-  readonly #queue: Job[] = [];
+  readonly #deliveries: DeliveryScheduler;
   /** Notifications per hook: `perMinute` (default 120) a minute, refilled on the injected clock. */
   readonly #perHook: RateLimiter;
-  #waiting: (() => void)[] = [];
-  #stopped = false;
-  readonly #workers: Promise<void>[] = [];
 
   private readonly sql: Sql;
   private readonly clock: Clock;
@@ -73,7 +65,24 @@ export class NotifyHooks {
     ({ sql: this.sql, clock: this.clock, log: this.log } = base);
     const perMinute = opts.perMinute ?? 120;
     this.#perHook = new RateLimiter({ rate: perMinute / 60, burst: perMinute }, this.clock);
-    for (let i = 0; i < (opts.workers ?? 8); i++) this.#workers.push(this.#work());
+    this.#deliveries = new DeliveryScheduler(
+      {
+        workers: opts.workers ?? 8,
+        attempts: opts.attempts ?? 3,
+        backoffMs: opts.backoffMs ?? [1000, 5000],
+        queueSize: opts.queueSize ?? 4096,
+        perHookQueue: opts.perHookQueue ?? 64,
+      },
+      {
+        attempt: (d) => this.#attempt(d),
+        finish: (d, last) => this.#finish(d, last),
+        dropped: (ds, why) => {
+          for (const d of ds) this.metrics.hookNotifications.inc({ type: d.type, outcome: 'dropped' });
+          this.log.warn({ hook_id: ds[0]!.hookId, dropped: ds.length, why }, 'notify hook deliveries dropped');
+        },
+        crashed: (d, err) => this.log.error({ hook_id: d.hookId, err: (err as Error).message }, 'notify hook delivery crashed'),
+      },
+    );
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -153,6 +162,8 @@ export class NotifyHooks {
 
   async delete(row: HookRow) {
     await deleteHook(this.sql, row.id);
+    // Other instances drop theirs at the next attempt, when they find the hook gone.
+    this.#deliveries.forget(row.id, 'hook_gone');
     return { hook_id: row.id, deleted: true };
   }
 
@@ -232,9 +243,7 @@ export class NotifyHooks {
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
-    for (const wake of this.#waiting.splice(0)) wake();
-    await Promise.all(this.#workers);
+    await this.#deliveries.stop();
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -249,109 +258,27 @@ export class NotifyHooks {
       this.log.warn({ hook_id: hook.id, type }, 'notify hook over its rate; notification dropped');
       return;
     }
-    if (this.#queue.length >= (this.opts.queueSize ?? 1024)) {
-      this.metrics.hookNotifications.inc({ type, outcome: 'dropped' });
-      this.log.warn({ hook_id: hook.id, type }, 'notify queue full; notification dropped');
-      return;
-    }
-    this.#queue.push({ hook, body, msgId: `msg_${ulid()}` });
-    this.#waiting.shift()?.();
+    const delivery: Delivery = { hookId: hook.id, endpointId: hook.endpoint_id, type, body, msgId: `msg_${ulid()}`, attempts: 0 };
+    this.#deliveries.enqueue(delivery, hook.consecutive_failures > 0);
   }
 
-  async #work(): Promise<void> {
-    while (!this.#stopped) {
-      const job = this.#queue.shift();
-      if (!job) {
-        await new Promise<void>((wake) => this.#waiting.push(wake));
-        continue;
-      }
-      await this.#deliver(job).catch((err: unknown) => this.log.error({ hook_id: job.hook.id, err: (err as Error).message }, 'notify hook delivery crashed'));
-    }
+  /** One attempt, with the hook read again first: deleted, disabled or revoked since means none. */
+  async #attempt(d: Delivery): Promise<AttemptResult | 'gone'> {
+    const hook = await deliverableHook(this.sql, d.endpointId, d.hookId);
+    if (!hook) return 'gone';
+    const r = await sendHookRequest(hook, d, { box: this.box.for(sealedFor('notify_hooks', hook.id)), policy: this.opts, timeoutMs: this.opts.timeoutMs ?? 5000, now: this.clock.now() });
+    this.metrics.hookAttempts.inc({ result: attemptClass(r) });
+    return r;
   }
 
-  async #deliver(job: Job): Promise<void> {
-    const attempts = this.opts.attempts ?? 3;
-    const backoff = this.opts.backoffMs ?? [1000, 5000];
-    const type = (JSON.parse(job.body) as { type: string }).type;
-    let last: { ok: boolean; status: number | null; error: string | null; retry: boolean } = { ok: false, status: null, error: 'not attempted', retry: false };
-    for (let i = 0; i < attempts; i++) {
-      if (i > 0) await new Promise((r) => setTimeout(r, Math.round((backoff[i - 1] ?? 5000) * (0.8 + Math.random() * 0.4))));
-      last = await this.#attempt(job);
-      this.metrics.hookAttempts.inc({ result: last.ok ? '2xx' : classify(last) });
-      if (last.ok || !last.retry) break;
-    }
-    const { disabled } = await recordHookOutcome(this.sql, job.hook.id, { ok: last.ok, status: last.status, error: last.error }, this.clock.now());
-    this.metrics.hookNotifications.inc({ type, outcome: last.ok ? 'delivered' : 'failed' });
+  async #finish(d: Delivery, last: AttemptResult): Promise<{ stop: boolean }> {
+    const { disabled } = await recordHookOutcome(this.sql, d.hookId, { ok: last.ok, status: last.status, error: last.error }, this.clock.now());
+    this.metrics.hookNotifications.inc({ type: d.type, outcome: last.ok ? 'delivered' : 'failed' });
     if (disabled) {
       this.metrics.hooksDisabled.inc({ reason: 'consecutive_failures' });
-      this.log.warn({ hook_id: job.hook.id, endpoint_id: job.hook.endpoint_id }, 'notify hook disabled after repeated failures');
+      this.log.warn({ hook_id: d.hookId }, 'notify hook disabled after repeated failures');
     }
-    this.log.info({ hook_id: job.hook.id, type, ok: last.ok, status: last.status, error: last.error }, 'notify hook delivery');
+    this.log.info({ hook_id: d.hookId, type: d.type, ok: last.ok, status: last.status, error: last.error, attempts: d.attempts }, 'notify hook delivery');
+    return { stop: disabled };
   }
-
-  async #attempt(job: Job): Promise<{ ok: boolean; status: number | null; error: string | null; retry: boolean }> {
-    let target;
-    try {
-      target = await checkHookTarget(job.hook.url, this.opts);
-    } catch (err) {
-      return { ok: false, status: null, error: `rejected: ${(err as Error).message}`, retry: false };
-    }
-    const now = this.clock.now();
-    const timestamp = Math.floor(now.getTime() / 1000);
-    const box = this.box.for(sealedFor('notify_hooks', job.hook.id));
-    const secrets = [box.open(job.hook.secret)];
-    if (job.hook.prev_secret && job.hook.prev_secret_expires_at && job.hook.prev_secret_expires_at > now) secrets.push(box.open(job.hook.prev_secret));
-    // Dial exactly the address that was checked: no second DNS answer can slip in.
-    const lookup: LookupFunction = (_host, options, cb) => {
-      if ((options as { all?: boolean }).all) (cb as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address: target.address, family: target.family }]);
-      else cb(null, target.address, target.family);
-    };
-    const request = target.url.protocol === 'https:' ? httpsRequest : httpRequest;
-    const timeoutMs = this.opts.timeoutMs ?? 5000;
-    return new Promise((resolve) => {
-      const req = request(
-        target.url,
-        {
-          method: 'POST',
-          lookup,
-          servername: target.url.hostname,
-          timeout: timeoutMs,
-          headers: {
-            'content-type': 'application/json',
-            'user-agent': `switchboard/${VERSION}`,
-            'webhook-id': job.msgId,
-            'webhook-timestamp': String(timestamp),
-            'webhook-signature': signatureHeader(secrets, job.msgId, timestamp, job.body),
-            [NOTIFY_HOOK_MARKER.toLowerCase()]: job.hook.id,
-          },
-        },
-        (res: IncomingMessage) => {
-          let read = 0;
-          res.on('data', (c: Buffer) => {
-            read += c.length;
-            if (read > 64 * 1024) res.destroy();
-          });
-          const status = res.statusCode ?? 0;
-          res.on('close', () => {
-            const ok = status >= 200 && status < 300;
-            resolve({ ok, status, error: ok ? null : status >= 300 && status < 400 ? 'redirect refused' : `http ${status}`, retry: status === 408 || status === 429 || status >= 500 });
-          });
-        },
-      );
-      req.on('timeout', () => req.destroy(new Error('timeout')));
-      // The socket timeout only fires on silence: this bounds the attempt as a whole, so a receiver
-      // trickling bytes cannot hold a worker past the timeout.
-      const deadline = setTimeout(() => req.destroy(new Error('timeout')), timeoutMs);
-      req.on('close', () => clearTimeout(deadline));
-      req.on('error', (err) => resolve({ ok: false, status: null, error: err.message === 'timeout' ? 'timeout' : `network: ${(err as NodeJS.ErrnoException).code ?? err.message}`, retry: true }));
-      req.end(job.body);
-    });
-  }
-}
-
-function classify(r: { status: number | null; error: string | null }): string {
-  if (r.status !== null) return `${Math.floor(r.status / 100)}xx`;
-  if (r.error === 'timeout') return 'timeout';
-  if (r.error?.startsWith('rejected')) return 'rejected_ssrf';
-  return 'network';
 }

@@ -97,6 +97,17 @@ export async function hookTargets(sql: Sql, endpointId: string): Promise<{ endpo
   return { endpoint, hooks: rows.map(({ endpoint: _drop, ...h }) => h as HookRow) };
 }
 
+/**
+ * The hook as a delivery about to be attempted must see it: enabled, its endpoint active, its
+ * current URL and secrets. Null when it was deleted, disabled or its endpoint revoked since.
+ */
+export async function deliverableHook(sql: Sql, endpointId: string, hookId: string): Promise<HookRow | null> {
+  const [row] = await sql<HookRow[]>`
+    select h.* from notify_hooks h join endpoints e on e.id = h.endpoint_id
+    where h.id = ${hookId} and h.endpoint_id = ${endpointId} and h.enabled and e.state = 'active'`;
+  return row ?? null;
+}
+
 export interface HookEndpoint {
   id: string;
   slug: string;

@@ -65,6 +65,14 @@ export function target(...answers: (number | 'hang')[]): Target {
   return { url: `${receiverBase}${path}`, path, got: () => received.filter((r) => r.path === path) };
 }
 
+/** Answers every request the receiver is holding ('hang') with `status`. */
+export function release(status = 200): void {
+  for (const res of hanging.splice(0)) {
+    res.statusCode = status;
+    res.end('{"ok":true}');
+  }
+}
+
 async function startReceiver(): Promise<void> {
   receiver = createServer((req, res) => {
     const chunks: Buffer[] = [];
