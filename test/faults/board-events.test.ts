@@ -56,7 +56,7 @@ async function signIn(handle: string): Promise<string> {
   return /^(sb_session=[^;]+)/.exec(r.headers.get('set-cookie')!)![1]!;
 }
 
-/** Samples the serve process's RSS every 500 ms for `ms`, while `during` runs alongside. */
+/** Samples the serve process's RSS every 500 ms for `ms`. */
 async function sampleRss(ms: number): Promise<number[]> {
   const samples: number[] = [];
   const end = Date.now() + ms;
@@ -84,10 +84,12 @@ describe('80 board event streams that are never read', () => {
     // The other human pushes a todo every second; its reader should see each at the next look.
     const latencies: number[] = [];
     let pushing = true;
+    let pushed = 0;
     const pusher = (async () => {
       for (let i = 0; pushing; i++) {
         const at = Date.now();
         const id = (await push(api, mine.slug, { title: `steady ${i}` })).id;
+        pushed++;
         void waitFor(() => steady.events.some((e) => e.event === 'todo' && e.data.id === id), `the event of ${id}`, 15_000, 10).then(
           () => latencies.push(Date.now() - at),
           () => latencies.push(Infinity),
@@ -110,8 +112,7 @@ describe('80 board event streams that are never read', () => {
       const flooded = await sampleRss(FLOOD_MS);
       pushing = false;
       await pusher;
-      await waitFor(() => latencies.length > 0 && latencies.every((l) => l !== undefined), 'the last latencies', 15_000);
-      await sleep(3000);
+      await waitFor(() => latencies.length === pushed, 'every push timed', 20_000);
 
       const peak = (xs: number[]) => Math.max(...xs);
       const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -125,8 +126,9 @@ describe('80 board event streams that are never read', () => {
           `${floodReadies} ready events (each look too big for one stream is one ready); another human's tab saw ${latencies.length} todos, ` +
           `median ${median(sorted)} ms, worst ${sorted.at(-1)} ms after the push`,
       );
-      // Unbounded, each stream would queue ~0.9 MB a look once its kernel buffers (~4 MB) are full.
-      expect(growth).toBeLessThan(48 * 1024 * 1024);
+      // Unbounded, each stream would queue ~0.9 MB a look once its kernel buffers (~4 MB) are full
+      // (+522 MiB measured); the peaks move with GC by a few tens of MiB.
+      expect(growth).toBeLessThan(64 * 1024 * 1024);
       expect(flooded.at(-1)! - median(baseline)).toBeLessThan(48 * 1024 * 1024);
       expect(floodReadies).toBeGreaterThan(5);
       expect(sorted.filter((l) => !Number.isFinite(l))).toEqual([]);
