@@ -59,6 +59,8 @@
 
   var source = new EventSource('/events');
   // `ready` comes once the stream is watching: re-read then, to catch what changed since this page was rendered.
+  // It comes again after the server dropped frames this tab did not take in time; a stream the server
+  // closes is reopened by EventSource and starts with a `ready` (after sign-out it gets 401 and stops).
   ['ready', 'todo', 'presence', 'endpoint'].forEach(function (type) {
     source.addEventListener(type, changed);
   });
