@@ -19,7 +19,8 @@ export function writeEventStreamHead(res: ServerResponse, extra: Record<string, 
 /** Writes a comment every `intervalMs` while the stream is open; the caller clears the timer on close. */
 export function startKeepalive(res: ServerResponse, intervalMs: number = SSE_KEEPALIVE_MS): NodeJS.Timeout {
   const timer = setInterval(() => {
-    if (!res.destroyed && !res.writableEnded) res.write(': keepalive\n\n');
+    // A stream with bytes still unflushed is not idle, and a never-reading client must not grow it.
+    if (!res.destroyed && !res.writableEnded && res.writableLength === 0) res.write(': keepalive\n\n');
   }, intervalMs);
   timer.unref();
   return timer;
