@@ -70,6 +70,11 @@ describe('idle expiry', () => {
     const { sid: streaming } = await initialize(ep);
     const { sid: recent } = await initialize(ep);
     await openStream(ep, streaming);
+    // `recent` had a stream once (it closed): the full idle window applies to it.
+    const once = await openStream(ep, recent);
+    await until(async () => (await app.directory.sessionsOf(ep.id)).some((s) => s.id === recent && s.stream_instance !== null), 'its stream named');
+    once.abort();
+    await until(async () => (await app.directory.sessionsOf(ep.id)).some((s) => s.id === recent && s.stream_instance === null), 'its stream gone');
 
     app.clock.advance(60_000);
     expect((await rpc(ep, recent, 'ping')).result).toEqual({}); // touched at t+1 min
@@ -88,6 +93,22 @@ describe('idle expiry', () => {
     expect(await live()).toEqual([streaming]);
     expect(sessionById(recent)).toBeUndefined();
     expect((await rpc(ep, streaming, 'ping')).result).toEqual({});
+  });
+
+  it('ends a session that never opened a stream after 5 idle minutes, but not one used 4 minutes ago', async () => {
+    const ep = await vend();
+    const { sid: never } = await initialize(ep);
+    const { sid: used } = await initialize(ep);
+    app.clock.advance(60_000);
+    expect((await rpc(ep, used, 'ping')).result).toEqual({});
+    app.clock.advance(4 * 60_000);
+    const live = async () => (await app.directory.sessionsOf(ep.id)).map((s) => s.id);
+    await app.directory.expireIdle();
+    expect(await live()).toEqual([used]);
+    expectRpcError(await mcp(ep, 'POST', { body: request('ping'), sid: never }), 404, -32001);
+    app.clock.advance(60_000);
+    await app.directory.expireIdle();
+    expect(await live()).toEqual([]);
   });
 });
 

@@ -24,6 +24,8 @@ import {
 import type { ServiceBase } from './base.ts';
 import type { WakeupHandlers } from './wakeups.ts';
 
+/** A session that never opened its stream, idle this long, ends: it could never be rung. */
+export const STREAMLESS_IDLE_MS = 5 * 60_000;
 /** A copy confirmed live this recently is used without asking the directory. */
 export const SESSION_CACHE_MS = 5_000;
 /** How often an instance writes the activity it saw (last seen, acknowledgements) to the directory. */
@@ -203,10 +205,14 @@ export class SessionDirectory {
     if (dead.length > 0) this.base.log.warn({ instances: dead }, 'instances stopped heartbeating; their streams are gone');
   }
 
-  /** Ends sessions idle across the cluster for the idle window, and forgets copies idle here. */
+  /**
+   * Ends sessions idle across the cluster for the idle window (STREAMLESS_IDLE_MS for one that
+   * never opened a stream), and forgets copies idle here.
+   */
   async expireIdle(): Promise<number> {
     await this.flush();
-    const ended = await expireIdleSessionsUnscoped(this.base.sql, new Date(this.base.clock.now().getTime() - SESSION_IDLE_MS));
+    const now = this.base.clock.now().getTime();
+    const ended = await expireIdleSessionsUnscoped(this.base.sql, new Date(now - SESSION_IDLE_MS), new Date(now - STREAMLESS_IDLE_MS));
     for (const id of ended) this.#dropCopy(id, 'idle');
     this.registry.expireIdle();
     return ended.length;

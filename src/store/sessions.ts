@@ -144,7 +144,7 @@ export async function recordSessionActivity(sql: Sql, activity: readonly Session
  */
 export async function attachSessionStream(sql: Sql, id: string, instanceId: string, at: Date): Promise<boolean> {
   const rows = await sql`
-    update mcp_sessions set stream_instance = ${instanceId}, stream_opened_at = ${at}, last_seen_at = greatest(last_seen_at, ${at})
+    update mcp_sessions set stream_instance = ${instanceId}, stream_opened_at = ${at}, ever_streamed = true, last_seen_at = greatest(last_seen_at, ${at})
     where id = ${id}
     returning ${notifyExpression(sql, 'mcp_session', { sessionId: id, change: 'stream', instanceId })} as notified`;
   return rows.length > 0;
@@ -170,10 +170,15 @@ export async function deleteEndpointSessions(sql: Sql | TxSql, endpointId: strin
   return rows.length;
 }
 
-/** Ends the sessions with no live stream and no activity since `cutoff`, everywhere. */
-export async function expireIdleSessionsUnscoped(sql: Sql, cutoff: Date): Promise<string[]> {
+/**
+ * Ends, everywhere, the sessions with no live stream and no activity since `cutoff`, and those
+ * that never opened a stream with none since `streamlessCutoff`.
+ */
+export async function expireIdleSessionsUnscoped(sql: Sql, cutoff: Date, streamlessCutoff: Date): Promise<string[]> {
   const rows = await sql<{ id: string }[]>`
-    delete from mcp_sessions s where s.last_seen_at <= ${cutoff}::timestamptz and ${liveStream(sql)} is null
+    delete from mcp_sessions s
+    where (s.last_seen_at <= ${cutoff}::timestamptz or (not s.ever_streamed and s.last_seen_at <= ${streamlessCutoff}::timestamptz))
+      and ${liveStream(sql)} is null
     returning s.id, ${sessionClosedNotifyPerRow(sql, 'id')} as notified`;
   return rows.map((r) => r.id);
 }

@@ -22,6 +22,8 @@ CREATE TABLE mcp_sessions (
   last_seen_at      timestamptz NOT NULL,
   stream_instance   text REFERENCES instances(id) ON DELETE SET NULL,
   stream_opened_at  timestamptz,
+  -- A session that never opened a stream expires sooner (issue 17): it cannot be rung.
+  ever_streamed     boolean NOT NULL DEFAULT false,
   -- Its last 3 rings went unheard with no acknowledgement from it since (SPEC-0025 REQ-5).
   unheard           boolean NOT NULL DEFAULT false,
   last_ack_at       timestamptz
