@@ -18,6 +18,17 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
   program
     .command('serve')
     .description('run the server (on the embedded PostgreSQL unless SWITCHBOARD_DATABASE_URL is set)')
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Configured by SWITCHBOARD_* environment variables (the README lists them all), for example:',
+        '  SWITCHBOARD_LISTEN=127.0.0.1:8080   SWITCHBOARD_BASE_URL=https://switchboard.example.com',
+        '  SWITCHBOARD_DATABASE_URL=postgres://...   SWITCHBOARD_LISTEN_DATABASE_URL=postgres://... (behind PgBouncer)',
+        '  SWITCHBOARD_TRUSTED_PROXIES=10.0.0.0/8 (behind a load balancer)',
+        'Several instances on one database answer any agent: see docs/deploy.md.',
+      ].join('\n'),
+    )
     .action(async () => {
       const config = configFrom(ctx);
       const log = createLogger(config.logLevel);
