@@ -6,7 +6,7 @@ import { settleWithin } from '../lib/timeout.ts';
 
 /**
  * Cross-instance messages over PostgreSQL LISTEN/NOTIFY. The listening connection reconnects by
- * itself; after a (re)connect every handler's `onListen` catches up on what it missed. The
+ * itself; after a reconnect every handler's `onListen` catches up on what it missed. The
  * catch-ups are coalesced: one pass, in turn, once the subscriptions have been quiet for
  * CATCH_UP_QUIET_MS, however many channels re-subscribed and however many attempts failed first.
  * Handlers receive decoded payloads; one this version cannot decode is logged and dropped.
@@ -31,10 +31,11 @@ export async function listenForWakeups(sql: Sql, handlers: WakeupHandlers, log: 
           log.warn({ channel, err: (err as Error).message }, 'wakeup catch-up failed');
         }
       }
-      log.info({ ms: Math.round(performance.now() - started) }, 'wakeups: caught up after (re)connecting');
+      log.info({ ms: Math.round(performance.now() - started) }, 'wakeups: caught up after reconnecting');
     },
     CATCH_UP_QUIET_MS,
   );
+  const subscribedOnce = new Set<Channel>();
   const subscribe = <C extends Channel>(channel: C, h: NonNullable<WakeupHandlers[C]>) =>
     sql.listen(
       channel,
@@ -52,7 +53,9 @@ export async function listenForWakeups(sql: Sql, handlers: WakeupHandlers, log: 
       },
       () => {
         log.debug({ channel }, 'listening for wakeups');
-        catchUp.request();
+        // The first subscription missed nothing: only a re-subscription catches up.
+        if (subscribedOnce.has(channel)) catchUp.request();
+        else subscribedOnce.add(channel);
       },
     );
   const subscriptions = await Promise.all(

@@ -79,6 +79,11 @@ export class Doorbell {
     return [...new Set(streaming.map((s) => s.endpoint.id))].filter((id) => this.#presenceOf(id) === 'in');
   }
 
+  /** Whether the endpoint is out now: its doorbells wait for the digest on its return. */
+  holds(endpointId: string): boolean {
+    return this.#presenceOf(endpointId) === 'out';
+  }
+
   /** PublishTodoReady: ring one session of the todo's endpoint. */
   ring(todo: RingTarget): RingOutcome {
     if (this.#presenceOf(todo.endpoint_id) === 'out') {

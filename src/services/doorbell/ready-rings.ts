@@ -24,9 +24,13 @@ export class ReadyRings {
     this.#localGate = new DoorbellGate(base.clock, CREATION_GATE_MS);
   }
 
-  /** Rings a ready todo if this instance holds a stream of its endpoint and the cluster's gate lets it. */
+  /**
+   * Rings a ready todo if this instance holds a stream of its endpoint and the cluster's gate lets
+   * it. Presence is read when the todo became ready: one ready while its endpoint is out waits for
+   * the return digest, even if the endpoint is back in by the time the gate answers.
+   */
   ringReady(todo: RingTarget): void {
-    if (!this.sessions.hasOpenStream(todo.endpoint_id) || !this.#localGate.first(todo.id)) return;
+    if (!this.sessions.hasOpenStream(todo.endpoint_id) || this.doorbell.holds(todo.endpoint_id) || !this.#localGate.first(todo.id)) return;
     const { sql, clock, log } = this.base;
     takeRingGate(sql, todo.id, clock.now(), CREATION_GATE_MS)
       .then((won) => {
@@ -37,7 +41,7 @@ export class ReadyRings {
 
   /** Rings the todos of an endpoint's queue that became ready in the last minute, if it has a stream here. */
   ringFresh(endpointId: string, queue: string): void {
-    if (!this.sessions.hasOpenStream(endpointId)) return;
+    if (!this.sessions.hasOpenStream(endpointId) || this.doorbell.holds(endpointId)) return;
     const { sql, clock, log } = this.base;
     freshReadyTodos(sql, endpointId, queue, clock.now())
       .then((todos) => todos.forEach((t) => this.ringReady(t)))
