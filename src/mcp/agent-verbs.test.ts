@@ -83,6 +83,23 @@ describe('claim_next → heartbeat → complete', () => {
     expect(got).toMatchObject({ id, state: 'done', result: { verdict: 'lgtm' }, dead_letter: false });
   });
 
+  it('claims a todo that another transaction holds locked for a moment (a digest marking it rung), rather than answering empty', async () => {
+    const e = await vend();
+    const id = await push(e, 'Locked for a moment');
+    const client = await connect(e);
+    let locked!: () => void;
+    const isLocked = new Promise<void>((r) => (locked = r));
+    const holder = db.sql.begin(async (tx) => {
+      await tx`select id from todos where id = ${id} for update`;
+      locked();
+      await new Promise((r) => setTimeout(r, 25));
+    });
+    await isLocked;
+    const claimed = await call(client, 'claim_next');
+    await holder;
+    expect(claimed).toMatchObject({ empty: false, todo: { id, state: 'claimed' } });
+  });
+
   it('lists todos newest first without payloads, and filters by queue', async () => {
     const e = await vend();
     const a = await push(e, 'a', 'reviews');

@@ -96,6 +96,7 @@ export async function claimNextTodo(
   leaseSecs: number,
   now: Date,
   leaseTokenHash: string | null = null,
+  attempt = 0,
 ): Promise<ClaimedTodo | null> {
   const wanted = [...new Set(queues)].filter((q) => q !== RESERVED_QUEUE);
   if (wanted.length === 0) return null;
@@ -121,7 +122,27 @@ export async function claimNextTodo(
       from picked where t.id = picked.id
       returning t.*
     ), ${withAcknowledgements(sql, caller, now)}`;
-  return row ?? null;
+  if (row) return row;
+  // Every candidate was locked. Another claimer's lock ends with the row no longer claimable,
+  // but a short non-claim update (a digest marking the todos it counted as rung) leaves it
+  // claimable: look again rather than answer "empty" to an agent that was just woken.
+  if (attempt < CLAIM_LOCK_RETRIES && (await anyClaimable(sql, caller, wanted, now))) {
+    await new Promise((resolve) => setTimeout(resolve, 10 * (attempt + 1)));
+    return claimNextTodo(sql, caller, queues, leaseSecs, now, leaseTokenHash, attempt + 1);
+  }
+  return null;
+}
+
+/** How many times claim_next looks again (after 10, 20, 30 ms) when it skipped only rows locked by someone else. */
+const CLAIM_LOCK_RETRIES = 3;
+
+async function anyClaimable(sql: Sql, caller: Caller, queues: readonly string[], now: Date): Promise<boolean> {
+  const [row] = await sql<{ any: boolean }[]>`
+    select exists (
+      select 1 from todos where endpoint_id = ${caller.endpointId} and not synthetic and queue = any(${sql.array([...queues])}::text[])
+        and ${claimable(sql, caller.owner, now)}
+    ) as any`;
+  return row?.any ?? false;
 }
 
 /**
