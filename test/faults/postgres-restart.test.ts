@@ -168,7 +168,8 @@ async function expectNothingLostOrDoubled(label: string, records: PushRecord[]):
 /** Every todo a ringer got acknowledged rang the agent on the other instance; the worst delay. */
 async function expectEveryRingerTodoRung(records: PushRecord[], ringer: string, agent: RemoteAgent): Promise<number> {
   const mine = records.filter((r) => r.key.includes(`-${ringer}-`));
-  expect(mine.length).toBeGreaterThan(3);
+  // How many pushes a ringer gets acknowledged depends on the machine's load; every one must ring.
+  expect(mine.length).toBeGreaterThan(0);
   await waitFor(
     () => mine.every((r) => hears(agent, r.id!)),
     `doorbells for every ${ringer} todo: ${mine.filter((r) => !hears(agent, r.id!)).length} of ${mine.length} never rang`,
