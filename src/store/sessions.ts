@@ -201,15 +201,6 @@ export async function removeInstance(sql: Sql, id: string): Promise<void> {
   await sql`delete from instances where id = ${id}`;
 }
 
-/** Live instances, newest heartbeat first (doctor and the deploy docs). */
-export async function liveInstancesUnscoped(sql: Sql): Promise<{ id: string; started_at: Date; heartbeat_at: Date; version: string; streams: number }[]> {
-  return [
-    ...(await sql<{ id: string; started_at: Date; heartbeat_at: Date; version: string; streams: number }[]>`
-      select i.id, i.started_at, i.heartbeat_at, i.version, (select count(*)::int from mcp_sessions s where s.stream_instance = i.id) as streams
-      from instances i where i.heartbeat_at > now() - ${deadAfter(sql)} order by i.heartbeat_at desc`),
-  ];
-}
-
 export interface UnheardMark {
   id: string;
   endpoint_id: string;
