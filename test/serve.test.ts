@@ -1,11 +1,11 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listeningPort } from './support/processes.ts';
 
 /**
  * `switchboard serve` as a user runs it: a real process on the embedded PostgreSQL, killed with
@@ -17,14 +17,6 @@ let port: number;
 let env: NodeJS.ProcessEnv;
 const children: ChildProcess[] = [];
 
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const p = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return p;
-}
-
 function startServe(): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
   const child = spawn(process.execPath, [BIN, 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
@@ -35,12 +27,20 @@ function startServe(): { child: ChildProcess; output: () => string; exited: Prom
   return { child, output: () => out, exited };
 }
 
+/**
+ * Waits for this process's own "switchboard listening on" line, then for /healthz on the port it
+ * names. The kernel picks the port (SWITCHBOARD_LISTEN=...:0), so no other test's server can be
+ * the one that answers.
+ */
 async function waitHealthy(output: () => string, timeoutMs = 45_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
+    const bound = listeningPort(output());
     try {
-      const r = await fetch(`http://127.0.0.1:${port}/healthz`);
-      if (r.status === 200) return;
+      if (bound !== undefined && (await fetch(`http://127.0.0.1:${bound}/healthz`)).status === 200) {
+        port = bound;
+        return;
+      }
     } catch {
       /* not up yet */
     }
@@ -53,12 +53,11 @@ const cli = (...args: string[]) => promisify(execFile)(process.execPath, [BIN, .
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'sbserve-'));
-  port = await freePort();
   env = {
     PATH: process.env.PATH,
     HOME: dataDir,
     SWITCHBOARD_DATA_DIR: dataDir,
-    SWITCHBOARD_LISTEN: `127.0.0.1:${port}`,
+    SWITCHBOARD_LISTEN: '127.0.0.1:0',
     SWITCHBOARD_LOG_LEVEL: 'info',
   };
 });

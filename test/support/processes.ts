@@ -59,20 +59,26 @@ const scratchDirs = new Set<string>();
 
 const running = (c: ChildProcess) => c.exitCode === null && c.signalCode === null;
 
+/** The port a serve process bound, from the "switchboard listening on URL" line it writes to stderr at any log level. */
+export function listeningPort(output: string): number | undefined {
+  const m = /switchboard listening on http:\/\/127\.0\.0\.1:(\d+) /.exec(output);
+  return m ? Number(m[1]) : undefined;
+}
+
 /**
- * Spawns `node bin/switchboard.js serve` on a free loopback port against `databaseUrl`, with a
- * scratch HOME and data dir; resolves once GET /healthz answers 200.
+ * Spawns `node bin/switchboard.js serve` on a loopback port the kernel picks (port 0, so no other
+ * process can take it between choosing and binding) against `databaseUrl`, with a scratch HOME and
+ * data dir; resolves once the process logged the port it bound and GET /healthz there answers 200.
  */
 export async function spawnServe(opts: { databaseUrl: string; env?: Record<string, string>; logLevel?: string; healthTimeoutMs?: number }): Promise<ServeProcess> {
   const home = await mkdtemp(join(tmpdir(), 'sbfault-'));
   scratchDirs.add(home);
-  const port = await freePort();
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
     HOME: home,
     SWITCHBOARD_DATA_DIR: home,
     SWITCHBOARD_DATABASE_URL: opts.databaseUrl,
-    SWITCHBOARD_LISTEN: `127.0.0.1:${port}`,
+    SWITCHBOARD_LISTEN: '127.0.0.1:0',
     SWITCHBOARD_LOG_LEVEL: opts.logLevel ?? 'info',
     ...opts.env,
   };
@@ -84,8 +90,8 @@ export async function spawnServe(opts: { databaseUrl: string; env?: Record<strin
   const proc: ServeProcess = {
     child,
     pid: child.pid!,
-    port,
-    url: `http://127.0.0.1:${port}`,
+    port: 0,
+    url: '',
     output: () => out,
     exited,
     async stop() {
@@ -99,8 +105,13 @@ export async function spawnServe(opts: { databaseUrl: string; env?: Record<strin
   const deadline = Date.now() + (opts.healthTimeoutMs ?? 45_000);
   for (;;) {
     if (!running(child)) throw new Error(`serve exited before becoming healthy:\n${out}`);
+    const port = listeningPort(out);
     try {
-      if ((await fetch(`${proc.url}/healthz`)).status === 200) return proc;
+      if (port !== undefined && (await fetch(`http://127.0.0.1:${port}/healthz`)).status === 200) {
+        proc.port = port;
+        proc.url = `http://127.0.0.1:${port}`;
+        return proc;
+      }
     } catch {
       /* not listening yet */
     }
