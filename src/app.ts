@@ -9,6 +9,7 @@ import { buildServices, maintenanceLoopsOf, wakeupsOf } from './compose.ts';
 import { buildServer } from './server.ts';
 import { createLogger, type Logger } from './lib/log.ts';
 import { runEvery } from './lib/loops.ts';
+import { settleWithin } from './lib/timeout.ts';
 import type { DoorbellAcks } from './services/doorbell/acks.ts';
 import type { Doorbell } from './services/doorbell/doorbell.ts';
 import type { SelfTests } from './services/doorbell/self-tests.ts';
@@ -21,6 +22,9 @@ import type { SessionDirectory } from './services/session-directory.ts';
 import { listenForWakeups } from './services/wakeups.ts';
 import { VERSION } from './lib/version.ts';
 import { Humans } from './services/humans.ts';
+
+/** How long each shutdown step may take before stop() moves on (and cuts HTTP connections). */
+const SHUTDOWN_STEP_MS = 5_000;
 
 export interface App {
   /** Where the server actually listens (the port is known only after listening on port 0). */
@@ -167,9 +171,15 @@ export async function startApp(opts: AppOptions): Promise<App> {
           // in the directory for the other instances (or this one, restarted) to serve.
           await services.directory.stop();
           await wakeups?.stop();
-          await running.close();
-          await Promise.all(loops);
-          await hooks.stop();
+          // A request still running (a slow client, a long poll) holds close() open: past the
+          // grace period its connection is cut so a stop always ends.
+          if ((await settleWithin(running.close(), SHUTDOWN_STEP_MS)) === 'timeout') {
+            log.warn({ after_ms: SHUTDOWN_STEP_MS }, 'open HTTP connections did not end; closing them');
+            running.server.closeAllConnections();
+            await settleWithin(running.close(), SHUTDOWN_STEP_MS);
+          }
+          await settleWithin(Promise.all(loops), SHUTDOWN_STEP_MS);
+          if ((await settleWithin(hooks.stop(), SHUTDOWN_STEP_MS)) === 'timeout') log.warn({ after_ms: SHUTDOWN_STEP_MS }, 'notify-hook deliveries still in flight at shutdown');
           await db.close();
           log.info('switchboard stopped');
         })();
