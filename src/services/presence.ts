@@ -24,6 +24,7 @@ import {
   type PresenceTransition,
 } from '../store/presence.ts';
 import { markDigestRung, pushEligibleBacklog, pushEligibleCount } from '../store/todos/index.ts';
+import { takeRingGate } from '../store/sessions.ts';
 import { digestDoorbell, type DigestReason } from './doorbell/digest.ts';
 import type { Doorbell } from './doorbell/doorbell.ts';
 import { DoorbellGate } from './doorbell/gate.ts';
@@ -62,6 +63,9 @@ function digestReason(by: ChangedBy, overrideRanOut: boolean): DigestReason {
   if (by.startsWith('operator:')) return 'operator';
   return overrideRanOut ? 'override_end' : 'shift_start';
 }
+
+/** A return digest's gate outlives any instance's delay in hearing of the transition. */
+const DIGEST_GATE_MS = 60 * 60_000;
 
 const DIGEST_REASONS: readonly string[] = ['clock_in', 'operator', 'shift_start', 'override_end'] satisfies DigestReason[];
 
@@ -272,13 +276,26 @@ export class PresenceService {
     await this.#digestIfStillIn(endpointId, storedReason(row));
   }
 
-  /** The return digest, re-checked just before it is sent: the row must still be claimed in and be in. */
+  /**
+   * The return digest, re-checked just before it is sent: the row must still be claimed in and be
+   * in. Every instance holding an open stream of the endpoint gets here; the cluster-wide gate for
+   * this transition lets exactly one of them send, so the agent hears one digest per return.
+   */
   async #digestIfStillIn(endpointId: string, reason: DigestReason): Promise<void> {
-    if (this.sessions.sessionsOf(endpointId).length === 0) return;
+    const sessions = this.sessions.sessionsOf(endpointId);
+    if (sessions.length === 0) return;
     const row = await readPresence(this.sql, endpointId);
-    if (!row || row.state !== 'active' || row.presence_seen !== 'in' || effective(inputsOf(row), this.clock.now()).presence !== 'in') {
+    const now = this.clock.now();
+    if (!row || row.state !== 'active' || row.presence_seen !== 'in' || effective(inputsOf(row), now).presence !== 'in') {
       this.log.info({ endpoint_id: endpointId, reason }, 'digest not sent: no longer in');
       return;
+    }
+    const transition = row.presence_changed_at?.getTime();
+    if (transition !== undefined && sessions.some((s) => s.stream !== null)) {
+      if (!(await takeRingGate(this.sql, `digest:${endpointId}:${transition}`, now, DIGEST_GATE_MS))) {
+        this.log.info({ endpoint_id: endpointId, reason }, 'digest not sent: another instance sends it');
+        return;
+      }
     }
     await this.sendDigest(endpointId, reason);
   }

@@ -235,12 +235,13 @@ export async function markUnheardSessionsUnscoped(sql: Sql): Promise<UnheardMark
 }
 
 /**
- * The cluster-wide creation ring gate: true for the first caller for a todo within `ttlMs`, so
- * a todo rings once however many instances hear that it is ready.
+ * A cluster-wide ring gate: true for the first caller for `key` within `ttlMs`, so a ring happens
+ * once however many instances hear of its cause. Keys: a todo id (its creation ring), or
+ * `digest:<endpoint>:<transition>` (a return digest).
  */
-export async function takeRingGate(sql: Sql, todoId: string, at: Date, ttlMs: number): Promise<boolean> {
+export async function takeRingGate(sql: Sql, key: string, at: Date, ttlMs: number): Promise<boolean> {
   const rows = await sql`
-    insert into ring_gates (todo_id, rung_at) values (${todoId}, ${at})
+    insert into ring_gates (todo_id, rung_at) values (${key}, ${at})
     on conflict (todo_id) do update set rung_at = excluded.rung_at
       where ring_gates.rung_at <= ${new Date(at.getTime() - ttlMs)}::timestamptz
     returning 1`;
