@@ -242,10 +242,10 @@ describe('deliveries', () => {
   });
 
   it('an event with no readable title falls back to "<event> on <repo>", payload intact', async () => {
-    const ping = { zen: 'Keep it logically awesome.', hook_id: 512345678, hook: { type: 'Repository', events: ['issues'] }, repository: { full_name: 'octo/repo' } };
-    const r = await github(gh, 'ping', ping, gh.signing_secret!);
+    const star = { action: 'created', starred_at: '2026-01-05T09:20:00Z', repository: { full_name: 'octo/repo' }, sender: { login: 'hubot' } };
+    const r = await github(gh, 'star', star, gh.signing_secret!);
     expect(r.status).toBe(202);
-    expect(await todo(r.json.id)).toMatchObject({ title: 'ping on octo/repo', payload: ping, kind: 'ping' });
+    expect(await todo(r.json.id)).toMatchObject({ title: 'star on octo/repo', payload: star, kind: 'star' });
   });
 
   it('a Gitea delivery verifies X-Gitea-Signature (bare hex) and lands on its queue', async () => {
@@ -298,15 +298,16 @@ describe('deliveries', () => {
     expect(again.json).toMatchObject({ created: 0, id: r.json.id });
   });
 
-  it('generic: a non-JSON body is kept as text, and without a delivery id the body hash dedups', async () => {
+  it('generic: without a delivery id the body hash dedups', async () => {
     const before = await counts();
-    const first = await post(gen.ingest_url, 'disk 93% full on db-1', { 'content-type': 'text/plain' });
+    const body = '{"title":"disk 93% full on db-1"}';
+    const first = await post(gen.ingest_url, body, { 'content-type': 'application/json' });
     expect(first.status).toBe(202);
-    expect(await todo(first.json.id)).toMatchObject({ title: 'webhook delivery', payload: { body: 'disk 93% full on db-1' } });
-    const second = await post(gen.ingest_url, 'disk 93% full on db-1', { 'content-type': 'text/plain' });
+    expect(await todo(first.json.id)).toMatchObject({ title: 'disk 93% full on db-1', payload: { title: 'disk 93% full on db-1' } });
+    const second = await post(gen.ingest_url, body, { 'content-type': 'application/json' });
     expect(second.json).toMatchObject({ created: 0, id: first.json.id });
     const [ev] = await db.sql`select external_id from events where id = ${(await todo(first.json.id)).event_id}`;
-    expect(ev!.external_id).toBe(`sha256:${createHash('sha256').update('disk 93% full on db-1').digest('hex')}`);
+    expect(ev!.external_id).toBe(`sha256:${createHash('sha256').update(body).digest('hex')}`);
     expect(await counts()).toEqual({ todos: before.todos + 1, events: before.events + 1 });
   });
 

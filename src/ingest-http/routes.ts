@@ -25,7 +25,8 @@ export interface IngestDeps {
  * headers arrive, before a byte of the body is read, so an anonymous sender cannot make the
  * server buffer bodies for made-up tokens; at most INGEST_BODIES_IN_FLIGHT bodies are read at
  * once (503 past it); then a bounded read (413) of the raw body, and
- * IngestService decides; its verdict becomes a 202 or the error's reply.
+ * IngestService decides; its verdict becomes a 202 (a todo), a 200 (a ping or test delivery,
+ * recorded with no todo) or the error's reply.
  */
 export function registerIngest(app: FastifyInstance, deps: IngestDeps): void {
   const limiter = new RateLimiter(deps.limit ?? INGEST_IP_LIMIT, deps.clock);
@@ -57,6 +58,8 @@ export function registerIngest(app: FastifyInstance, deps: IngestDeps): void {
         ip: req.ip,
       });
       if (!verdict.ok) return sendError(reply, verdict.error);
+      // A ping or a test delivery was recorded and asks for nothing: 200, not "accepted for work".
+      if (verdict.recorded) return reply.code(200).send(verdict.recorded);
       return reply.code(202).send(verdict.accepted);
     });
   });

@@ -1,11 +1,13 @@
 import { SwitchboardError, unstorableInput } from '../domain/errors.ts';
+import { decodeDelivery, formPayload, isFormDelivery, mediaType, noTodoReason, type NoTodoReason } from '../domain/ingest/body.ts';
 import { titleFor } from '../domain/ingest/titles.ts';
-import { EVENT_HEADERS, bodyDigest, deliveryId, eventType, jsonDepthExceeds, sanitizeHeaders, verifySignature } from '../domain/ingest/verify.ts';
+import { EVENT_HEADERS, bodyDigest, deliveryId, eventType, sanitizeHeaders, verifySignature } from '../domain/ingest/verify.ts';
 import { NOTIFY_HOOK_MARKER } from '../domain/hook-marker.ts';
-import { tooDeepMessage } from '../domain/json-depth.ts';
 import { ingestIdempotencyKey, kindProblem } from '../domain/todo-input.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { isEndpointRevoked } from '../store/endpoints.ts';
+import type { EventInput } from '../store/todos/index.ts';
+import { recordEventWithoutTodo } from '../store/webhook-events.ts';
 import { findIngestTargetUnscoped, touchWebhookDelivery, type IngestTarget } from '../store/webhooks.ts';
 import type { ServiceBase } from './base.ts';
 import type { TodoService } from './todos.ts';
@@ -29,7 +31,24 @@ export interface Accepted {
   verified: boolean;
 }
 
-export type IngestVerdict = { ok: true; accepted: Accepted } | { ok: false; error: SwitchboardError };
+/** A verified delivery that asks for no work (a ping, a test delivery): an event, no todo, no ring. */
+export interface Recorded {
+  ok: true;
+  event: string | null;
+  disposition: 'recorded';
+  reason: NoTodoReason;
+  event_id: string;
+  /** false: the same signed body was already recorded (a redelivery); nothing new was written. */
+  created: boolean;
+  todos: [];
+  trust_mode: string;
+  verified: boolean;
+}
+
+export type IngestVerdict =
+  | { ok: true; accepted: Accepted; recorded?: undefined }
+  | { ok: true; recorded: Recorded; accepted?: undefined }
+  | { ok: false; error: SwitchboardError };
 
 const refused = (error: SwitchboardError): IngestVerdict => ({ ok: false, error });
 
@@ -42,9 +61,11 @@ const notActive = () => new SwitchboardError('unavailable', 'webhook not configu
 
 /**
  * A webhook delivery becomes an event and a todo, in this order: the webhook by its token (404),
- * its endpoint active (503), the signature over the raw bytes (401, nothing stored), the body
- * parsed, headers sanitized, the delivery id (and, signed, the body's hash) as dedup keys, event and todo in one transaction
- * (TodoService.push, which rings for a new todo only).
+ * its endpoint active (503), the signature over the raw bytes (401, nothing stored), the JSON
+ * parsed (from a form body's `payload` field, else the body; 400 naming the field), headers
+ * sanitized, the delivery id (and, signed, the signed bytes' hash) as dedup keys, event and todo in
+ * one transaction (TodoService.push, which rings for a new todo only). A ping or a Gitea test
+ * delivery is recorded as an event alone: no todo, no ring.
  */
 
 export class IngestService {
@@ -79,6 +100,11 @@ export class IngestService {
       return reject(new SwitchboardError('invalid_argument', `${NOTIFY_HOOK_MARKER}: a Switchboard notify hook delivery cannot become a todo (it would loop)`, { field: NOTIFY_HOOK_MARKER }));
     }
 
+    const contentType = mediaType(d.headers);
+    // A form body's `payload` field is only URL-decoded here, not parsed: Gitea signs that JSON,
+    // not the form around it, so the signature may cover these bytes instead of the raw body.
+    const form = isFormDelivery(provider, contentType) ? formPayload(d.body) : null;
+    let signedBytes = d.body;
     if (target.trust_mode === 'signed') {
       let secret: string | null;
       try {
@@ -92,28 +118,19 @@ export class IngestService {
         );
         return reject(new SwitchboardError('unavailable', 'webhook not configured: its signing secret cannot be read'));
       }
-      const check = secret ? verifySignature(provider, d.headers, d.body, secret) : ({ ok: false, reason: 'bad_signature' } as const);
+      const alternatives = provider === 'gitea' && form !== null ? [Buffer.from(form, 'utf8')] : [];
+      const check = secret ? verifySignature(provider, d.headers, d.body, secret, alternatives) : ({ ok: false, reason: 'bad_signature' } as const);
       if (!check.ok) {
         metrics.webhookVerifyFailures.inc({ provider, reason: check.reason });
         log.info({ provider, event: eventType(provider, d.headers), reason: check.reason, ip: d.ip, slug: target.endpoint_slug }, 'webhook signature refused');
         return reject(new SwitchboardError('unauthenticated', 'signature verification failed'));
       }
+      signedBytes = check.signed;
     }
 
-    const rawType = d.headers['content-type'];
-    const contentType = ((Array.isArray(rawType) ? rawType[0] : rawType) ?? '').split(';')[0]!.trim().toLowerCase();
-    const text = d.body.toString('utf8');
-    let payload: unknown;
-    if (provider !== 'generic' || contentType === 'application/json' || contentType.endsWith('+json')) {
-      if (jsonDepthExceeds(text)) return reject(new SwitchboardError('invalid_argument', `body: ${tooDeepMessage}`, { field: 'body' }));
-      try {
-        payload = JSON.parse(text);
-      } catch {
-        return reject(new SwitchboardError('invalid_argument', 'body: is not valid JSON', { field: 'body' }));
-      }
-    } else {
-      payload = { body: text };
-    }
+    const decoded = decodeDelivery(provider, contentType, d.body, form);
+    if (!decoded.ok) return reject(new SwitchboardError('invalid_argument', decoded.message, { field: decoded.field }));
+    const payload = decoded.payload;
 
     const event = eventType(provider, d.headers);
     // The event name becomes the todo's kind and reaches the agent: the kind grammar applies.
@@ -125,25 +142,55 @@ export class IngestService {
     const delivery = deliveryId(provider, d.headers, d.body);
     const signed = target.trust_mode === 'signed';
     const now = clock.now();
+    const record: EventInput = {
+      source: provider,
+      family: 'webhook',
+      eventType: event,
+      externalId: delivery,
+      trustMode: target.trust_mode,
+      verified: signed,
+      verifyDetail: signed ? 'hmac-sha256 ok' : 'token ok (caller authenticated by the URL; body not verified)',
+      contentType: contentType || null,
+      headers: sanitizeHeaders(d.headers),
+      payload: d.body,
+      webhookId: target.id,
+      endpointId: target.endpoint_id,
+      // Only the body is signed: the same signed bytes under a new delivery id, event or wrapping are a replay.
+      replay: signed ? { bodySha256: bodyDigest(signedBytes), since: new Date(now.getTime() - this.deps.replayWindowMs) } : null,
+    };
+
+    const reason = noTodoReason(provider, event, payload);
+    if (reason) {
+      let kept;
+      try {
+        kept = await recordEventWithoutTodo(sql, { ...record, endpointId: target.endpoint_id }, now);
+      } catch (err) {
+        if (isEndpointRevoked(err)) return reject(notActive());
+        throw err;
+      }
+      await touchWebhookDelivery(sql, target.id, now);
+      metrics.webhookDeliveries.inc({ provider, trust_mode: target.trust_mode, verdict: 'accepted' });
+      log.info({ slug: target.endpoint_slug, provider, event, reason, created: kept.created, event_id: kept.eventId }, 'webhook delivery recorded, no todo');
+      return {
+        ok: true,
+        recorded: {
+          ok: true,
+          event,
+          disposition: 'recorded',
+          reason,
+          event_id: kept.eventId,
+          created: kept.created,
+          todos: [],
+          trust_mode: target.trust_mode,
+          verified: signed,
+        },
+      };
+    }
+
     let stored;
     try {
       stored = await this.deps.todos.push(
-        {
-          source: provider,
-          family: 'webhook',
-          eventType: event,
-          externalId: delivery,
-          trustMode: target.trust_mode,
-          verified: signed,
-          verifyDetail: signed ? 'hmac-sha256 ok' : 'token ok (caller authenticated by the URL; body not verified)',
-          contentType: contentType || null,
-          headers: sanitizeHeaders(d.headers),
-          payload: d.body,
-          webhookId: target.id,
-          endpointId: target.endpoint_id,
-          // Only the body is signed: the same body under a new delivery id or event is a replay.
-          replay: signed ? { bodySha256: bodyDigest(d.body), since: new Date(now.getTime() - this.deps.replayWindowMs) } : null,
-        },
+        record,
         {
           endpointId: target.endpoint_id,
           queue: target.target_queue,
@@ -156,9 +203,8 @@ export class IngestService {
         now,
       );
     } catch (err) {
-      // jsonb cannot hold U+0000 (valid JSON as "\u0000", or a NUL byte in a text body) nor an
-      // unpaired surrogate ("\ud800"): the body's fault, so a 400 the producer can see, not a
-      // 500 that reads as the server's.
+      // jsonb cannot hold U+0000 (valid JSON as "\u0000") nor an unpaired surrogate ("\ud800"):
+      // the body's fault, so a 400 the producer can see, not a 500 that reads as the server's.
       if (isEndpointRevoked(err)) return reject(notActive());
       if (!unstorableInput(err)) throw err;
       return reject(

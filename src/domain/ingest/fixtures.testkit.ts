@@ -250,6 +250,89 @@ export const giteaIssueOpened = {
   sender: { id: 3, login: 'alice', username: 'alice' },
 };
 
+/**
+ * GitHub's `ping`, sent when a hook is created (and by "Redeliver" on that delivery): the hook's own
+ * settings and a line of zen. The secret in `config` is masked by GitHub itself.
+ */
+export const githubPing = {
+  zen: 'Design for failure.',
+  hook_id: 512345678,
+  hook: {
+    type: 'Repository',
+    id: 512345678,
+    name: 'web',
+    active: true,
+    events: ['issues', 'pull_request'],
+    config: { content_type: 'json', insecure_ssl: '0', secret: '********', url: 'https://switchboard.example.com/webhooks/w/…' },
+    updated_at: '2026-01-05T08:59:00Z',
+    created_at: '2026-01-05T08:59:00Z',
+    url: 'https://api.github.com/repos/octo/repo/hooks/512345678',
+    test_url: 'https://api.github.com/repos/octo/repo/hooks/512345678/test',
+    ping_url: 'https://api.github.com/repos/octo/repo/hooks/512345678/pings',
+    deliveries_url: 'https://api.github.com/repos/octo/repo/hooks/512345678/deliveries',
+    last_response: { code: null, status: 'unused', message: null },
+  },
+  repository: githubRepository,
+  sender: octocat,
+};
+
+const giteaZeroSha = '0000000000000000000000000000000000000000';
+const giteaGhost = { name: 'Ghost', email: 'ghost@gitea.example.com', username: '' };
+
+/**
+ * What Gitea's "Test Delivery" button sends (Gitea has no ping): a `push` of a fake commit whose
+ * `before`, `after` and id are all the zero object id, pushed by the user who pressed the button.
+ */
+export const giteaTestPush = {
+  ref: 'refs/heads/main',
+  before: giteaZeroSha,
+  after: giteaZeroSha,
+  compare_url: `https://gitea.example.com/team/app/compare/${giteaZeroSha}...${giteaZeroSha}`,
+  commits: [
+    {
+      id: giteaZeroSha,
+      message: 'This is a fake commit for webhook push test',
+      url: `https://gitea.example.com/team/app/commit/${giteaZeroSha}`,
+      author: giteaGhost,
+      committer: giteaGhost,
+      verification: null,
+      timestamp: '0001-01-01T00:00:00Z',
+      added: null,
+      removed: null,
+      modified: null,
+    },
+  ],
+  total_commits: 1,
+  head_commit: {
+    id: giteaZeroSha,
+    message: 'This is a fake commit for webhook push test',
+    url: `https://gitea.example.com/team/app/commit/${giteaZeroSha}`,
+    author: giteaGhost,
+    committer: giteaGhost,
+    verification: null,
+    timestamp: '0001-01-01T00:00:00Z',
+    added: null,
+    removed: null,
+    modified: null,
+  },
+  repository: giteaIssueOpened.repository,
+  pusher: { id: 3, login: 'alice', username: 'alice' },
+  sender: { id: 3, login: 'alice', username: 'alice' },
+};
+
+/** A real push to Gitea: the same shape with real ids, which must still make a todo. */
+export const giteaPush = {
+  ...giteaTestPush,
+  before: '7638417db6d59f3c431d3e1f261cc637155684cd',
+  after: '0d1a26e67d8f5eaf1f6ba5c57fc3c7d91ac0fd1c',
+  compare_url: 'https://gitea.example.com/team/app/compare/7638417db6d5...0d1a26e67d8f',
+  commits: [{ ...giteaTestPush.commits[0]!, id: '0d1a26e67d8f5eaf1f6ba5c57fc3c7d91ac0fd1c', message: 'Handle an empty password\n', author: { name: 'Alice', email: 'alice@example.com', username: 'alice' } }],
+  head_commit: null,
+};
+
+/** A form-encoded body as GitHub and Gitea send it: `payload=` and the JSON, URL-encoded (`+` for spaces). */
+export const formBody = (json: string): string => new URLSearchParams({ payload: json }).toString();
+
 export const signSha256 = (secret: string, body: string | Buffer): string => createHmac('sha256', secret).update(body).digest('hex');
 const signSha1 = (secret: string, body: string | Buffer): string => createHmac('sha1', secret).update(body).digest('hex');
 
@@ -268,14 +351,42 @@ export function githubHeaders(event: string, body: string | Buffer, secret: stri
   };
 }
 
-/** The headers Gitea sends: a bare hex signature in X-Gitea-Signature. */
-export function giteaHeaders(event: string, body: string | Buffer, secret: string, delivery: string = randomUUID()): Record<string, string> {
+/**
+ * The headers GitHub sends for a hook whose content type is `application/x-www-form-urlencoded`
+ * (its default): the signatures are over the form body exactly as sent.
+ */
+export function githubFormHeaders(event: string, form: string, secret: string, delivery: string = randomUUID()): Record<string, string> {
+  return { ...githubHeaders(event, form, secret, delivery), 'content-type': 'application/x-www-form-urlencoded' };
+}
+
+/**
+ * The headers Gitea sends (services/webhook/deliver.go): its own, Gogs' and GitHub's names for the
+ * delivery, the event and the signature. Every signature is over `signed`: the JSON body, and for
+ * a form delivery still the JSON (the `payload` field's value), not the form body around it.
+ */
+export function giteaHeaders(
+  event: string,
+  signed: string | Buffer,
+  secret: string,
+  delivery: string = randomUUID(),
+  contentType: 'application/json' | 'application/x-www-form-urlencoded' = 'application/json',
+): Record<string, string> {
+  const hex = signSha256(secret, signed);
   return {
-    'content-type': 'application/json',
+    'content-type': contentType,
     'user-agent': 'Go-http-client/1.1',
+    'x-gitea-delivery': delivery,
     'x-gitea-event': event,
     'x-gitea-event-type': event,
-    'x-gitea-delivery': delivery,
-    'x-gitea-signature': signSha256(secret, body),
+    'x-gitea-signature': hex,
+    'x-gogs-delivery': delivery,
+    'x-gogs-event': event,
+    'x-gogs-event-type': event,
+    'x-gogs-signature': hex,
+    'x-hub-signature': `sha1=${signSha1(secret, signed)}`,
+    'x-hub-signature-256': `sha256=${hex}`,
+    'x-github-delivery': delivery,
+    'x-github-event': event,
+    'x-github-event-type': event,
   };
 }

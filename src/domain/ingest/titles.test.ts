@@ -140,9 +140,10 @@ describe('verifySignature', () => {
 
   it("accepts GitHub's X-Hub-Signature-256 and refuses everything else with the reason", () => {
     const h = githubHeaders('issues', body, secret);
-    expect(verifySignature('github', h, body, secret)).toEqual({ ok: true });
+    expect(verifySignature('github', h, body, secret)).toEqual({ ok: true, signed: body });
     expect(verifySignature('github', { ...h, 'x-hub-signature-256': h['x-hub-signature-256']!.toUpperCase().replace('SHA256=', 'sha256=') }, body, secret)).toEqual({
       ok: true,
+      signed: body,
     });
     expect(verifySignature('github', h, body, 'whsec_other')).toEqual({ ok: false, reason: 'bad_signature' });
     expect(verifySignature('github', h, Buffer.concat([body, Buffer.from(' ')]), secret)).toEqual({ ok: false, reason: 'bad_signature' });
@@ -161,11 +162,20 @@ describe('verifySignature', () => {
 
   it('Gitea: the bare X-Gitea-Signature, or the GitHub-style header', () => {
     const hex = signSha256(secret, body);
-    expect(verifySignature('gitea', { 'x-gitea-signature': hex }, body, secret)).toEqual({ ok: true });
-    expect(verifySignature('gitea', { 'x-hub-signature-256': `sha256=${hex}` }, body, secret)).toEqual({ ok: true });
+    expect(verifySignature('gitea', { 'x-gitea-signature': hex }, body, secret)).toEqual({ ok: true, signed: body });
+    expect(verifySignature('gitea', { 'x-hub-signature-256': `sha256=${hex}` }, body, secret)).toEqual({ ok: true, signed: body });
     expect(verifySignature('gitea', { 'x-gitea-signature': `sha256=${hex}` }, body, secret)).toEqual({ ok: false, reason: 'malformed_signature' });
     expect(verifySignature('gitea', { 'x-gitea-signature': signSha256('other', body) }, body, secret)).toEqual({ ok: false, reason: 'bad_signature' });
     expect(verifySignature('gitea', {}, body, secret)).toEqual({ ok: false, reason: 'missing_signature' });
+  });
+
+  it('names the bytes it verified: the raw body first, else an alternative the signature covers', () => {
+    const json = Buffer.from('{"a":1}');
+    const form = Buffer.from(new URLSearchParams({ payload: json.toString() }).toString());
+    expect(verifySignature('gitea', { 'x-gitea-signature': signSha256(secret, json) }, form, secret, [json])).toEqual({ ok: true, signed: json });
+    expect(verifySignature('gitea', { 'x-gitea-signature': signSha256(secret, form) }, form, secret, [json])).toEqual({ ok: true, signed: form });
+    expect(verifySignature('gitea', { 'x-gitea-signature': signSha256(secret, json) }, form, secret)).toEqual({ ok: false, reason: 'bad_signature' });
+    expect(verifySignature('gitea', { 'x-gitea-signature': signSha256('other', json) }, form, secret, [json])).toEqual({ ok: false, reason: 'bad_signature' });
   });
 });
 

@@ -3,7 +3,7 @@ import { JSON_MAX_DEPTH, jsonTextDepthWithin } from '../json-depth.ts';
 import type { SourceType } from '../webhook-source.ts';
 
 export type VerifyFailure = 'missing_signature' | 'malformed_signature' | 'bad_signature';
-export type Verification = { ok: true } | { ok: false; reason: VerifyFailure };
+export type Verification = { ok: true; signed: Buffer } | { ok: false; reason: VerifyFailure };
 
 type Headers = Record<string, string | string[] | undefined>;
 const header = (h: Headers, name: string): string | undefined => {
@@ -12,11 +12,13 @@ const header = (h: Headers, name: string): string | undefined => {
 };
 
 /**
- * Checks a signed delivery's HMAC-SHA256 over the raw bytes, in constant time, before anything
- * is parsed. GitHub: `X-Hub-Signature-256: sha256=<hex>` (the prefix is required). Gitea:
- * `X-Gitea-Signature: <hex>`, or the GitHub header.
+ * Checks a signed delivery's HMAC-SHA256, in constant time, before anything is parsed. GitHub:
+ * `X-Hub-Signature-256: sha256=<hex>` (the prefix is required). Gitea: `X-Gitea-Signature: <hex>`,
+ * or the GitHub header. The signature is checked over the raw body first; `alternatives` are other
+ * bytes it may cover instead (Gitea signs a form delivery's JSON, not the form around it). The
+ * answer names the bytes it verified: a body is one delivery however it is wrapped.
  */
-export function verifySignature(source: SourceType, headers: Headers, body: Buffer, secret: string): Verification {
+export function verifySignature(source: SourceType, headers: Headers, body: Buffer, secret: string, alternatives: readonly Buffer[] = []): Verification {
   let hex: string | undefined;
   const githubStyle = header(headers, 'x-hub-signature-256');
   if (source === 'gitea' && header(headers, 'x-gitea-signature') !== undefined) {
@@ -29,9 +31,11 @@ export function verifySignature(source: SourceType, headers: Headers, body: Buff
     return { ok: false, reason: 'missing_signature' };
   }
   if (!hex || !/^[0-9a-fA-F]{64}$/.test(hex)) return { ok: false, reason: 'malformed_signature' };
-  const expected = createHmac('sha256', secret).update(body).digest();
   const given = Buffer.from(hex, 'hex');
-  return timingSafeEqual(expected, given) ? { ok: true } : { ok: false, reason: 'bad_signature' };
+  for (const signed of [body, ...alternatives]) {
+    if (timingSafeEqual(createHmac('sha256', secret).update(signed).digest(), given)) return { ok: true, signed };
+  }
+  return { ok: false, reason: 'bad_signature' };
 }
 
 /** The header values never stored or logged. */
