@@ -298,7 +298,7 @@ describe('two instances', () => {
     }
   });
 
-  it('one shift start evaluated by both: exactly one claims, and no session gets two digests', async () => {
+  it('one shift start evaluated by both: exactly one claims, and the endpoint gets one digest', async () => {
     const b = await startTestApp(db.url, new ManualClock(app.clock.now()));
     try {
       app.clock.set('2026-09-23T08:00:00Z');
@@ -314,10 +314,9 @@ describe('two instances', () => {
       b.clock.set('2026-09-23T09:00:00Z');
       const claims = await Promise.all([app.presence.evaluate({ endpointId: e.id }), b.presence.evaluate({ endpointId: e.id })]);
       expect(claims.reduce((x, y) => x + y, 0)).toBe(1);
-      await until(() => onA.digests().length === 1 && onB.digests().length === 1, 'one digest on each instance');
+      await until(() => onA.digests().length + onB.digests().length >= 1, 'the digest');
       await settleLonger();
-      expect(onA.digests()).toHaveLength(1);
-      expect(onB.digests()).toHaveLength(1);
+      expect(onA.digests().length + onB.digests().length).toBe(1);
     } finally {
       await b.stop();
     }
