@@ -65,7 +65,7 @@ export class Metrics {
   });
 
   constructor(opts: { unheardSessions: () => Promise<number>; queueStats?: () => Promise<QueueStat[]> }) {
-    collectDefaultMetrics({ register: this.registry, prefix: 'switchboard_process_' });
+    collectDefaultMetrics({ register: this.registry, prefix: 'switchboard_' });
     new Gauge({
       name: 'switchboard_build_info',
       help: 'The running build.',

@@ -51,7 +51,7 @@ afterAll(async () => {
 async function memory(): Promise<{ rss: number; heap: number }> {
   const text = await (await fetch(`${serve.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
   const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)![1]);
-  return { rss: value('switchboard_process_process_resident_memory_bytes'), heap: value('switchboard_process_nodejs_heap_size_used_bytes') };
+  return { rss: value('switchboard_process_resident_memory_bytes'), heap: value('switchboard_nodejs_heap_size_used_bytes') };
 }
 
 const MiB = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
