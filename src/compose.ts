@@ -30,7 +30,7 @@ import { Revocations } from './services/revocations.ts';
 import { SessionDirectory } from './services/session-directory.ts';
 import { TodoService, queueStats } from './services/todos.ts';
 import { TodoWork } from './services/todo-work.ts';
-import type { WakeupHandlers } from './services/wakeups.ts';
+import { mergeWakeups, type WakeupHandlers } from './services/wakeups.ts';
 import { Webhooks } from './services/webhooks.ts';
 
 /** Every service of one instance, built once on one base. The surfaces take what they need from it. */
@@ -134,7 +134,7 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
 
 /** What each service does on each NOTIFY channel, merged into one handler set. */
 export function wakeupsOf(s: Services): WakeupHandlers {
-  return { ...s.directory.wakeups(), ...s.revocations.wakeups(), ...s.presence.wakeups(), ...s.selfTests.wakeups(), ...s.readyRings.wakeups() };
+  return mergeWakeups(s.directory.wakeups(), s.revocations.wakeups(), s.presence.wakeups(), s.selfTests.wakeups(), s.readyRings.wakeups(), s.todoWork.wakeups());
 }
 
 /** The background loops every instance runs (tests turn them off and drive passes by hand). */

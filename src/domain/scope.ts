@@ -17,7 +17,7 @@ export const DRAIN_VERBS = [
 ] as const;
 export const WEBHOOK_VERBS = ['create_webhook', 'list_webhooks', 'rotate_webhook', 'delete_webhook'] as const;
 export const NOTIFY_HOOK_VERBS = ['create_notify_hook', 'list_notify_hooks', 'rotate_notify_hook', 'delete_notify_hook'] as const;
-export const SELF_VERBS = ['clock_in', 'clock_out', 'presence', 'ack_doorbell', 'test_doorbell', 'get_doorbell_test'] as const;
+export const SELF_VERBS = ['clock_in', 'clock_out', 'presence', 'ack_doorbell', 'test_doorbell', 'get_doorbell_test', 'whoami'] as const;
 
 export const GRANTABLE_VERBS: readonly string[] = [...DRAIN_VERBS, ...WEBHOOK_VERBS, ...NOTIFY_HOOK_VERBS];
 /** Granted when a vend names no verbs: draining work. Outbound-call and webhook verbs must be asked for. */

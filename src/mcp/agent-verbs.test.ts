@@ -47,7 +47,7 @@ describe('initialize and tools/list', () => {
 
   it('lists exactly the verbs in scope', async () => {
     const narrow = await connect(await vend({ verbs: ['list_todos', 'claim'] }));
-    const self = ['clock_in', 'clock_out', 'presence', 'ack_doorbell', 'test_doorbell', 'get_doorbell_test'];
+    const self = ['clock_in', 'clock_out', 'presence', 'ack_doorbell', 'test_doorbell', 'get_doorbell_test', 'whoami'];
     expect((await narrow.listTools()).tools.map((t) => t.name)).toEqual(['list_todos', 'claim', ...self]);
     const full = await connect(await vend());
     expect((await full.listTools()).tools.map((t) => t.name)).toEqual([

@@ -43,7 +43,7 @@ async function callTool(ep: Vended, sid: string, name: string, args?: Record<str
 // ---------------------------------------------------------------------------------------------
 
 /** The self verbs tools/list advertises after the granted ones. */
-const SELF_VERBS_LISTED = ['clock_in', 'clock_out', 'presence', 'ack_doorbell', 'test_doorbell', 'get_doorbell_test'];
+const SELF_VERBS_LISTED = ['clock_in', 'clock_out', 'presence', 'ack_doorbell', 'test_doorbell', 'get_doorbell_test', 'whoami'];
 
 describe('POST initialize', () => {
   it('mints an unguessable session id and answers the negotiated version, capabilities, serverInfo and instructions', async () => {

@@ -13,6 +13,7 @@ import {
   rpcFailure,
   rpcError,
   rpcResult,
+  type JsonRpcId,
   type JsonRpcResponse,
 } from './jsonrpc.ts';
 import { neutralizeText } from '../domain/neutralize.ts';
@@ -97,6 +98,15 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
   const { sessions, log } = deps;
   const ipLimiter = new RateLimiter(deps.limits?.ip ?? MCP_IP_LIMIT, deps.clock);
   const endpointLimiter = new RateLimiter(deps.limits?.endpoint ?? MCP_ENDPOINT_LIMIT, deps.clock);
+  /**
+   * Calls being answered on this instance, by session id then JSON-RPC id: notifications/cancelled
+   * aborts one, the end of its session (DELETE anywhere, revocation, this server stopping) all of
+   * that session's. A long-polling claim_next ends on it.
+   */
+  const inFlight = new Map<string, Map<JsonRpcId, AbortController>>();
+  sessions.on('sessionClosed', (s) => {
+    for (const call of inFlight.get(s.id)?.values() ?? []) call.abort();
+  });
 
   app.register(async (mcp) => {
     // Bodies arrive raw so a bad one becomes a JSON-RPC parse error, not an HTTP API envelope.
@@ -132,6 +142,7 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
         id: endpoint.id,
         slug: endpoint.slug,
         agentId: endpoint.agent_id,
+        agentName: endpoint.agent_name,
         queues: endpoint.scope_queues,
         verbs: endpoint.scope_verbs,
         webhookMax: endpoint.webhook_max,
@@ -190,14 +201,32 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       sessions.touch(session);
       if (incoming.kind !== 'request') {
         if (incoming.kind === 'notification' && incoming.message.method === 'notifications/initialized') session.initialized = true;
+        if (incoming.kind === 'notification' && incoming.message.method === 'notifications/cancelled') {
+          const requestId = incoming.message.params?.requestId;
+          if (typeof requestId === 'string' || typeof requestId === 'number') inFlight.get(session.id)?.get(requestId)?.abort();
+        }
         return reply.code(202).send();
       }
+      const requestId = incoming.message.id;
+      const call = new AbortController();
+      const calls = inFlight.get(session.id) ?? new Map<JsonRpcId, AbortController>();
+      inFlight.set(session.id, calls);
+      calls.set(requestId, call);
+      // The client went away before its answer: nothing will read it.
+      const gone = () => {
+        if (!reply.raw.writableFinished) call.abort();
+      };
+      reply.raw.once('close', gone);
       session.inFlight++;
       try {
-        return sendRpc(reply, 200, await handleSessionRequest(deps, session, incoming.message));
+        const answer = await handleSessionRequest(deps, session, incoming.message, { signal: call.signal, keepAlive: () => sessions.touch(session) });
+        return sendRpc(reply, 200, answer);
       } finally {
         session.inFlight--;
         sessions.touch(session);
+        reply.raw.off('close', gone);
+        if (calls.get(requestId) === call) calls.delete(requestId);
+        if (calls.size === 0 && inFlight.get(session.id) === calls) inFlight.delete(session.id);
       }
     });
 

@@ -43,7 +43,7 @@ describe('self verbs', () => {
   it('are listed for an endpoint vended with only list_todos and claim, and clock_out works there', async () => {
     const e = await vend({ verbs: ['list_todos', 'claim'] });
     const a = await agent(e);
-    expect((await a.client.listTools()).tools.map((t) => t.name)).toEqual(['list_todos', 'claim', 'clock_in', 'clock_out', 'presence', 'ack_doorbell', 'test_doorbell', 'get_doorbell_test']);
+    expect((await a.client.listTools()).tools.map((t) => t.name)).toEqual(['list_todos', 'claim', 'clock_in', 'clock_out', 'presence', 'ack_doorbell', 'test_doorbell', 'get_doorbell_test', 'whoami']);
     expect(await a.call('clock_out')).toMatchObject({ presence: 'out', source: 'agent', until: null, shift: null, pending: 0 });
     const [row] = await db.sql`select scope_verbs from endpoints where id = ${e.id}`;
     expect(row!.scope_verbs).toEqual(['list_todos', 'claim']);

@@ -20,6 +20,8 @@ import {
   type TodoState,
 } from '../store/todos/index.ts';
 import type { ServiceBase } from './base.ts';
+import { ClaimWaiters, LONG_POLL_RECHECK_MS } from './claim-waiters.ts';
+import type { WakeupHandlers } from './wakeups.ts';
 
 /** The agent working a queue: its endpoint, its agent, its granted queues and the session acting. */
 export interface Worker {
@@ -27,6 +29,16 @@ export interface Worker {
   agentId: string;
   queues: readonly string[];
   sessionId: string;
+}
+
+/** claim_next's long poll: how long to wait for work, and what ends the wait early. */
+export interface WaitOptions {
+  /** 0: answer at once. */
+  waitMs: number;
+  /** The call's end: cancelled, its client or session gone, the server stopping. The answer is then {empty: true}. */
+  signal: AbortSignal;
+  /** Runs at each look while waiting (the caller keeps its session live). */
+  onWaiting?: () => void;
 }
 
 export interface LeaseOptions {
@@ -67,7 +79,19 @@ function withFailureFields(t: TodoRow) {
  * claim also returns the doorbell rings it acknowledged, for the caller's session to count.
  */
 export class TodoWork {
-  constructor(private readonly base: ServiceBase) {}
+  readonly waiters: ClaimWaiters;
+
+  constructor(
+    private readonly base: ServiceBase,
+    opts: { waiters?: ClaimWaiters } = {},
+  ) {
+    this.waiters = opts.waiters ?? new ClaimWaiters();
+  }
+
+  /** Long-polling claims wake on todo_ready, from whichever instance it came. */
+  wakeups(): WakeupHandlers {
+    return this.waiters.wakeups();
+  }
 
   /** The one queue asked for, if granted, else every granted queue. */
   #queues(w: Worker, queue: string | undefined): readonly string[] {
@@ -117,9 +141,52 @@ export class TodoWork {
     return claimOwnTestTodo(this.base.sql, callerOf(w), queues, this.base.clock.now(), id);
   }
 
-  /** The next todo: a self-test todo whose doorbell rang comes before real work. */
-  async claimNext(w: Worker, queue: string | undefined, opts: LeaseOptions) {
+  /**
+   * The next todo (see #claimNextNow). With a wait, an empty answer waits for ready work on those
+   * queues: woken by todo_ready, it claims through the same statement as any claim_next, so one
+   * todo goes to one waiter; the others wait on. A call that ends early (its signal) answers
+   * empty and holds nothing: a claim that landed as it ended is released.
+   */
+  async claimNext(w: Worker, queue: string | undefined, opts: LeaseOptions, wait?: WaitOptions) {
     const queues = this.#queues(w, queue);
+    if (!wait || wait.waitMs <= 0) return this.#claimNextNow(w, queues, opts);
+    // The slot is taken before the first look, so work announced during it is not missed.
+    const slot = this.waiters.enter(w.endpointId, queues);
+    const deadline = performance.now() + wait.waitMs;
+    try {
+      for (;;) {
+        if (wait.signal.aborted) return { view: { empty: true }, ackedRings: null };
+        const claimed = await this.#claimNextNow(w, queues, opts);
+        if (!claimed.view.empty) {
+          if (!wait.signal.aborted) return claimed;
+          await this.#giveBack(w, claimed.view);
+          return { view: { empty: true }, ackedRings: null };
+        }
+        const left = deadline - performance.now();
+        if (left <= 0) return claimed;
+        const outcome = await slot.next(Math.min(left, LONG_POLL_RECHECK_MS), wait.signal);
+        if (outcome === 'aborted') return { view: { empty: true }, ackedRings: null };
+        wait.onWaiting?.();
+      }
+    } finally {
+      slot.leave();
+    }
+  }
+
+  /** A claim its caller will never see goes back to the queue (a self-test claim completed it: nothing to give back). */
+  async #giveBack(w: Worker, claimed: object): Promise<void> {
+    const view = claimed as { todo?: { id: string; self_test?: boolean }; lease_token?: string };
+    const todo = view.todo;
+    if (!todo || todo.self_test) return;
+    try {
+      await this.release(w, todo.id, view.lease_token);
+    } catch (err) {
+      this.base.log.warn({ todo_id: todo.id, err: (err as Error).message }, 'claim_next ended while claiming; the todo waits for its lease to run out');
+    }
+  }
+
+  /** The next todo now: a self-test todo whose doorbell rang comes before real work. */
+  async #claimNextNow(w: Worker, queues: readonly string[], opts: LeaseOptions) {
     const test = await this.#claimOwnTest(w, null, queues);
     if (test) return { view: { empty: false, todo: selfTestView(test) }, ackedRings: test.acked_rings };
     const fence = mintFence(opts.requireFence);
@@ -142,6 +209,10 @@ export class TodoWork {
   }
 
   async release(w: Worker, id: string, leaseToken: string | undefined) {
-    return summarizeTodo(await releaseTodo(this.base.sql, callerOf(w), id, this.base.clock.now(), hashToken(leaseToken)));
+    const row = await releaseTodo(this.base.sql, callerOf(w), id, this.base.clock.now(), hashToken(leaseToken));
+    // A release sends no todo_ready (it would ring the todo again): this instance's waiters hear it here,
+    // other instances' at their next look.
+    this.waiters.ready(w.endpointId, row.queue);
+    return summarizeTodo(row);
   }
 }

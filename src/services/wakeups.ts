@@ -13,6 +13,43 @@ import { settleWithin } from '../lib/timeout.ts';
  */
 export type WakeupHandlers = { [C in Channel]?: { onNotify(payload: ChannelPayloads[C]): void; onListen?(): void | Promise<void> } };
 
+/**
+ * Several services' handler sets as one: where two handle the same channel, both run (each in
+ * turn, a failure of one not stopping the other), as do both catch-ups.
+ */
+export function mergeWakeups(...sets: WakeupHandlers[]): WakeupHandlers {
+  const merged: Record<string, { onNotify(payload: never): void; onListen?(): void | Promise<void> }> = {};
+  for (const set of sets) {
+    for (const [channel, h] of Object.entries(set) as [string, { onNotify(payload: never): void; onListen?(): void | Promise<void> }][]) {
+      const prev = merged[channel];
+      if (!prev) {
+        merged[channel] = h;
+        continue;
+      }
+      merged[channel] = {
+        onNotify: (payload) => {
+          try {
+            prev.onNotify(payload);
+          } finally {
+            h.onNotify(payload);
+          }
+        },
+        onListen:
+          prev.onListen || h.onListen
+            ? async () => {
+                try {
+                  await prev.onListen?.();
+                } finally {
+                  await h.onListen?.();
+                }
+              }
+            : undefined,
+      };
+    }
+  }
+  return merged as WakeupHandlers;
+}
+
 /** Subscriptions quiet for this long after a (re)connect: the catch-up pass runs. */
 export const CATCH_UP_QUIET_MS = 1_000;
 

@@ -10,6 +10,8 @@ export interface SessionEndpoint {
   id: string;
   slug: string;
   agentId: string;
+  /** The agent's name, as vended (whoami shows it). */
+  agentName?: string;
   queues: readonly string[];
   verbs: readonly string[];
   /** How many webhooks its agent may manage itself. */

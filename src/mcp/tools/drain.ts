@@ -4,6 +4,9 @@ import { TODO_STATES, type TodoState } from '../../services/todos.ts';
 import type { Worker } from '../../services/todo-work.ts';
 import { defineTool, verbNotGranted, type Tool, type ToolContext } from './tool.ts';
 import { TODO_ID_PATTERN } from '../../domain/ids.ts';
+import { MAX_LEASE_SECONDS } from '../../domain/lifecycle.ts';
+import { LONG_POLL_MAX_SECONDS } from '../../services/claim-waiters.ts';
+import { parseDuration } from '../../domain/duration.ts';
 
 /** The drain verbs: how an agent takes work off its queues and finishes it. */
 
@@ -15,21 +18,49 @@ const workerOf = (ctx: ToolContext): Worker => ({
 });
 
 const todoId = z.string({ error: 'is required: a todo id (td_...)' }).regex(TODO_ID_PATTERN, 'must be a todo id like td_<uuid>');
+/** The largest lease_ttl_seconds accepted; anything over MAX_LEASE_SECONDS is clamped to it (SPEC-0003). */
+const LEASE_ARG_MAX = 365 * 86_400;
 const leaseTtl = z
   .number({ error: 'must be a number of seconds' })
   .int('must be a whole number of seconds')
+  .min(0, `must be 0-${LEASE_ARG_MAX} seconds`)
+  .max(LEASE_ARG_MAX, `must be 0-${LEASE_ARG_MAX} seconds`)
   .optional()
-  .describe('lease length in seconds; absent or <= 0 means the default (300); capped at 86400');
+  .describe(`lease length in seconds; absent or 0 means the default (300); over ${MAX_LEASE_SECONDS} is clamped to ${MAX_LEASE_SECONDS}`);
 const leaseToken = z.string({ error: 'must be a string' }).max(128).optional().describe('the lease_token of a fenced claim');
 const anyJson = z.json({ error: 'must be JSON' }).optional();
+const queueArg = z.string({ error: 'must be a string' }).min(1, 'must be a queue name').max(63, 'must be a queue name of at most 63 characters');
+
+const WAIT_ERROR = `must be a duration like "30s" or "1m", or a number of seconds, from 0 to ${LONG_POLL_MAX_SECONDS} s`;
+/** claim_next's `wait`: a duration string or a number of seconds, 0-60 s; parsed to milliseconds. */
+const waitArg = z
+  .union([
+    z.number({ error: WAIT_ERROR }).min(0, WAIT_ERROR).max(LONG_POLL_MAX_SECONDS, WAIT_ERROR),
+    z.string({ error: WAIT_ERROR }).max(16, WAIT_ERROR).refine((t) => {
+      const ms = parseDuration(t);
+      return ms !== null && ms <= LONG_POLL_MAX_SECONDS * 1000;
+    }, WAIT_ERROR),
+  ], { error: WAIT_ERROR })
+  .optional()
+  .describe(
+    `long poll: when nothing is claimable, wait up to this long for a todo to become ready (a duration such as "30s" or "1m", or a number of seconds; 0-${LONG_POLL_MAX_SECONDS} s; default 0, answer at once)`,
+  );
+const waitMs = (w: string | number | undefined): number => (w === undefined ? 0 : typeof w === 'number' ? Math.round(w * 1000) : (parseDuration(w) ?? 0));
 
 const LEASE_ADVICE =
   'The claim holds a lease (default 300 s; pass lease_ttl_seconds to size it, max 86400). Heartbeat before it runs out; ' +
   'end every claim with complete, fail or release. A conflict means you no longer hold the todo: stop working on it.';
+/** How an agent takes work: one at a time, never a batch of leases that run out while it works the first. */
+const ONE_AT_A_TIME =
+  'Work one todo at a time: claim ONE, do the work, complete it (or fail or release it), then claim the next. ' +
+  'Do not claim several to work later: each claim holds its own 300 s lease, which runs out while you work the others.';
+
+const READS = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
 
 export const drainTools: Tool[] = [
   defineTool({
     name: 'list_todos',
+    annotations: { title: 'List todos', ...READS },
     description: 'List todos on your queues, newest first, without payloads. Optional: queue, state, limit (1-200, default 50).',
     input: z
       .object({
@@ -45,6 +76,7 @@ export const drainTools: Tool[] = [
   }),
   defineTool({
     name: 'get_todo',
+    annotations: { title: 'Get a todo', ...READS },
     description: 'Show one todo with its payload, result and retry state.',
     input: z.object({ id: todoId }).strict(),
     async run(ctx, args) {
@@ -53,7 +85,8 @@ export const drainTools: Tool[] = [
   }),
   defineTool({
     name: 'claim',
-    description: `Claim one todo by id (for example the todo_id of a doorbell). Returns the todo with its payload. ${LEASE_ADVICE} With require_fence: true you get a lease_token that heartbeat/complete/fail/release must then pass (use it when several workers share this endpoint).`,
+    annotations: { title: 'Claim a todo', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+    description: `Claim one todo by id (for example the todo_id of a doorbell). Returns the todo with its payload. ${LEASE_ADVICE} ${ONE_AT_A_TIME} With require_fence: true you get a lease_token that heartbeat/complete/fail/release must then pass (use it when several workers share this endpoint).`,
     input: z.object({ id: todoId, lease_ttl_seconds: leaseTtl, require_fence: z.boolean({ error: 'must be true or false' }).optional() }).strict(),
     async run(ctx, args) {
       const claimed = await ctx.todoWork.claim(workerOf(ctx), args.id, { leaseTtlSeconds: args.lease_ttl_seconds, requireFence: args.require_fence });
@@ -62,35 +95,47 @@ export const drainTools: Tool[] = [
     },
     async runUngranted(ctx, args) {
       const claimed = await ctx.todoWork.claimOwnTest(workerOf(ctx), args.id);
-      if (!claimed) throw verbNotGranted('claim');
+      if (!claimed) throw verbNotGranted('claim', ctx.grantedVerbs);
       await ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
       return claimed.view;
     },
   }),
   defineTool({
     name: 'claim_next',
-    description: `Claim the oldest claimable todo on your queues (or one queue). Answers {"empty": true} when there is none. ${LEASE_ADVICE} Drain after every doorbell: call claim_next until it answers empty.`,
+    annotations: { title: 'Claim the next todo', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+    description:
+      `Claim the oldest claimable todo on your queues (or one queue). Answers {"empty": true} when there is none. ${LEASE_ADVICE} ${ONE_AT_A_TIME} ` +
+      `After a doorbell or a digest: claim one, finish it, then call claim_next again, until it answers empty. ` +
+      `With wait (e.g. "30s", at most ${LONG_POLL_MAX_SECONDS} s) an empty queue is waited on: the call returns as soon as a todo is claimable, or {"empty": true} when the wait ends; ` +
+      `at most 8 such waits per endpoint at once.`,
     input: z
       .object({
-        queue: z.string({ error: 'must be a string' }).optional(),
+        queue: queueArg.optional(),
         lease_ttl_seconds: leaseTtl,
         require_fence: z.boolean({ error: 'must be true or false' }).optional(),
+        wait: waitArg,
       })
       .strict(),
     async run(ctx, args) {
-      const claimed = await ctx.todoWork.claimNext(workerOf(ctx), args.queue, { leaseTtlSeconds: args.lease_ttl_seconds, requireFence: args.require_fence });
+      const claimed = await ctx.todoWork.claimNext(
+        workerOf(ctx),
+        args.queue,
+        { leaseTtlSeconds: args.lease_ttl_seconds, requireFence: args.require_fence },
+        { waitMs: waitMs(args.wait), signal: ctx.signal, onWaiting: () => ctx.keepAlive() },
+      );
       if (claimed.ackedRings) await ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
       return claimed.view;
     },
     async runUngranted(ctx, args) {
       const claimed = await ctx.todoWork.claimOwnTest(workerOf(ctx), null, args.queue);
-      if (!claimed) throw verbNotGranted('claim_next');
+      if (!claimed) throw verbNotGranted('claim_next', ctx.grantedVerbs);
       await ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
       return claimed.view;
     },
   }),
   defineTool({
     name: 'heartbeat',
+    annotations: { title: 'Extend a lease', readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     description: 'Extend the lease on a todo you hold: the lease restarts from now (lease_ttl_seconds, or the default 300 s).',
     input: z.object({ id: todoId, lease_ttl_seconds: leaseTtl, lease_token: leaseToken }).strict(),
     async run(ctx, args) {
@@ -99,6 +144,7 @@ export const drainTools: Tool[] = [
   }),
   defineTool({
     name: 'complete',
+    annotations: { title: 'Complete a todo', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     description: 'Finish a todo you hold, with an optional JSON result.',
     input: z.object({ id: todoId, result: anyJson, lease_token: leaseToken }).strict(),
     async run(ctx, args) {
@@ -107,6 +153,7 @@ export const drainTools: Tool[] = [
   }),
   defineTool({
     name: 'fail',
+    annotations: { title: 'Fail a todo', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     description: 'Give up on a todo you hold for now, with an optional JSON result. It is retried after a backoff (30 s doubling to 15 min) until its attempts are spent; then it is a dead letter.',
     input: z.object({ id: todoId, result: anyJson, lease_token: leaseToken }).strict(),
     async run(ctx, args) {
@@ -115,6 +162,7 @@ export const drainTools: Tool[] = [
   }),
   defineTool({
     name: 'release',
+    annotations: { title: 'Release a todo', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     description: 'Hand a todo you hold back to the queue untouched (the attempt stays counted).',
     input: z.object({ id: todoId, lease_token: leaseToken }).strict(),
     async run(ctx, args) {

@@ -11,12 +11,16 @@ const hookId = z.string({ error: 'is required: a hook id' }).uuid('must be a hoo
 export const hookTools: Tool[] = [
   defineTool({
     name: 'create_notify_hook',
+    annotations: { title: 'Create a notify hook', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     description:
       'Register an https URL that is called (Standard Webhooks signed) when work is ready on this endpoint, for consumers with no live session such as claude -p runs or CI. queues narrows it; ignore_presence fires even while clocked out. Returns signing_secret once.',
     input: z
       .object({
-        url: z.string({ error: 'is required: an https URL' }),
-        queues: z.array(z.string(), { error: 'must be a list of queue names' }).optional(),
+        url: z.string({ error: 'is required: an https URL' }).max(2048, 'must be a URL of at most 2048 characters'),
+        queues: z
+          .array(z.string({ error: 'must be a list of queue names' }).max(63, 'must be queue names of at most 63 characters'), { error: 'must be a list of queue names' })
+          .max(32, 'must be at most 32 queue names')
+          .optional(),
         ignore_presence: z.boolean({ error: 'must be true or false' }).optional(),
       })
       .strict(),
@@ -26,6 +30,7 @@ export const hookTools: Tool[] = [
   }),
   defineTool({
     name: 'list_notify_hooks',
+    annotations: { title: 'List notify hooks', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     description: "This endpoint's notify hooks with their health (never their secrets), and the ceiling.",
     input: z.object({}).strict(),
     async run(ctx) {
@@ -34,6 +39,7 @@ export const hookTools: Tool[] = [
   }),
   defineTool({
     name: 'rotate_notify_hook',
+    annotations: { title: 'Rotate a notify hook secret', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     description: 'Mint a new signing secret (the old one still signs for 24 hours) and re-enable the hook.',
     input: z.object({ hook_id: hookId }).strict(),
     async run(ctx, args) {
@@ -42,6 +48,7 @@ export const hookTools: Tool[] = [
   }),
   defineTool({
     name: 'delete_notify_hook',
+    annotations: { title: 'Delete a notify hook', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     description: 'Delete one of this endpoint\'s notify hooks.',
     input: z.object({ hook_id: hookId }).strict(),
     async run(ctx, args) {

@@ -5,18 +5,19 @@ import { hookTools } from './hooks.ts';
 import { presenceTools } from './presence.ts';
 import type { Tool } from './tool.ts';
 import { webhookTools } from './webhooks.ts';
+import { whoamiTool } from './whoami.ts';
 
 // The catalog of agent verbs. A new verb: a service method, a file (or an entry) here, and its
 // family's list below; tools/list shows granted verbs in this order, then the self verbs.
 
 /** Every verb an endpoint can be granted, by name. */
 export const GRANTABLE_TOOLS = new Map<string, Tool>([...drainTools, ...webhookTools, ...hookTools].map((t) => [t.name, t]));
-/** Verbs every active endpoint has, whatever its scope (the presence and self-test verbs join here). */
-export const SELF_TOOLS = new Map<string, Tool>([...presenceTools, ...doorbellSelfTools].map((t) => [t.name, t]));
+/** Verbs every active endpoint has, whatever its scope (the presence and self-test verbs, and whoami). */
+export const SELF_TOOLS = new Map<string, Tool>([...presenceTools, ...doorbellSelfTools, whoamiTool].map((t) => [t.name, t]));
 
 export function toolsFor(session: Session): Tool[] {
   const granted = [...GRANTABLE_TOOLS.values()].filter((t) => session.endpoint.verbs.includes(t.name));
   return [...granted, ...SELF_TOOLS.values()];
 }
 
-export { callTool, describeTool, toolError, verbNotGranted, type AgentServices, type Tool, type ToolContext } from './tool.ts';
+export { callTool, describeTool, toolError, verbNotGranted, type AgentServices, type Tool, type ToolAnnotations, type ToolContext } from './tool.ts';

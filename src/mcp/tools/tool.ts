@@ -28,18 +28,46 @@ export interface AgentServices {
 
 export interface ToolContext extends AgentServices {
   session: Session;
+  /** Aborted when the call should stop: the client cancelled it or went away, the session ended, the server stops. */
+  signal: AbortSignal;
+  /** Marks the session active now (a long-waiting call keeps it live). */
+  keepAlive(): void;
+  /** Every verb this session may call, in tools/list order (a refusal names them). */
+  grantedVerbs: readonly string[];
+}
+
+/**
+ * MCP tool annotations (spec 2025-03-26 on): hints a client shows or uses to decide whether to ask
+ * before a call. Required on every tool, so a new verb cannot ship without saying what it does.
+ */
+export interface ToolAnnotations {
+  /** A human-readable name. */
+  title: string;
+  /** True: the verb changes nothing. */
+  readOnlyHint: boolean;
+  /** True: a change it makes may destroy or undo something (meaningful only when not read-only). */
+  destructiveHint: boolean;
+  /** True: calling it again with the same arguments changes nothing more. */
+  idempotentHint: boolean;
+  /** True: it reaches outside Switchboard (the notify hooks' outbound calls). */
+  openWorldHint: boolean;
 }
 
 export interface Tool<S extends z.ZodType = z.ZodType> {
   name: string;
   description: string;
+  annotations: ToolAnnotations;
   input: S;
   run(ctx: ToolContext, args: z.infer<S>): Promise<unknown>;
   /** What the verb does for an endpoint not granted it (claim: one's own self-test todo); absent: refused. */
   runUngranted?(ctx: ToolContext, args: z.infer<S>): Promise<unknown>;
 }
 
-export const verbNotGranted = (name: string) => new SwitchboardError('forbidden', `verb "${name}" is not granted to this endpoint`);
+/** The refusal of a verb this session may not call: it names the verbs it may, and where to see them. */
+export const verbNotGranted = (name: string, granted: readonly string[]) =>
+  new SwitchboardError('forbidden', `verb "${name}" is not granted to this endpoint; granted: ${granted.join(', ')} (whoami lists them)`, {
+    granted: [...granted],
+  });
 
 /** Helper so each tool's `run` sees its own argument type. */
 export const defineTool = <S extends z.ZodType>(tool: Tool<S>): Tool => tool as unknown as Tool;
@@ -52,15 +80,21 @@ export interface ToolResult {
 
 const jsonSchemaCache = new WeakMap<Tool, Record<string, unknown>>();
 
-/** The tools/list entry: name, description and the input's JSON Schema. */
-export function describeTool(tool: Tool): { name: string; description: string; inputSchema: Record<string, unknown> } {
+/** The tools/list entry: name, title, description, the input's JSON Schema and the annotations. */
+export function describeTool(tool: Tool): {
+  name: string;
+  title: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+  annotations: ToolAnnotations;
+} {
   let schema = jsonSchemaCache.get(tool);
   if (!schema) {
     const { $schema: _drop, ...rest } = z.toJSONSchema(tool.input, { io: 'input' }) as Record<string, unknown>;
     schema = rest;
     jsonSchemaCache.set(tool, schema);
   }
-  return { name: tool.name, description: tool.description, inputSchema: schema };
+  return { name: tool.name, title: tool.annotations.title, description: tool.description, inputSchema: schema, annotations: tool.annotations };
 }
 
 export function toolSuccess(value: unknown): ToolResult {

@@ -12,12 +12,13 @@ const webhookId = z.string({ error: 'is required: a webhook id' }).uuid('must be
 export const webhookTools: Tool[] = [
   defineTool({
     name: 'create_webhook',
+    annotations: { title: 'Create a webhook', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     description:
       'Create a webhook on this endpoint: source_type github or gitea (signed; you get a signing_secret once) or generic (the URL is the credential), delivering into target_queue (one of your queues). Returns ingest_url once: store it.',
     input: z
       .object({
         source_type: z.enum(['github', 'gitea', 'generic'], { error: 'must be github, gitea or generic' }),
-        target_queue: z.string({ error: 'must be a string' }).optional(),
+        target_queue: z.string({ error: 'must be a string' }).max(63, 'must be a queue name of at most 63 characters').optional(),
       })
       .strict(),
     async run(ctx, args) {
@@ -26,6 +27,7 @@ export const webhookTools: Tool[] = [
   }),
   defineTool({
     name: 'list_webhooks',
+    annotations: { title: 'List webhooks', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     description: "This endpoint's webhooks (never their secrets or full URLs) and the ceiling.",
     input: z.object({}).strict(),
     async run(ctx) {
@@ -35,6 +37,7 @@ export const webhookTools: Tool[] = [
   }),
   defineTool({
     name: 'rotate_webhook',
+    annotations: { title: 'Rotate a webhook', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     description: 'Mint a new ingest URL and (signed webhooks) a new secret; the old ones stop working at once.',
     input: z.object({ webhook_id: webhookId }).strict(),
     async run(ctx, args) {
@@ -43,6 +46,7 @@ export const webhookTools: Tool[] = [
   }),
   defineTool({
     name: 'delete_webhook',
+    annotations: { title: 'Delete a webhook', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     description: 'Delete one of this endpoint\'s webhooks; its URL stops working.',
     input: z.object({ webhook_id: webhookId }).strict(),
     async run(ctx, args) {

@@ -61,7 +61,7 @@ describe("one's own test todo needs no claim grant (item 15)", () => {
     const e = await vend(['reviews'], api, NO_CLAIM_VERBS);
     const a = await agent(e);
     const real = await pushReal(e.slug, 'real work');
-    expect((await a.call('claim', { id: real })).error).toBe('forbidden: verb "claim" is not granted to this endpoint');
+    expect((await a.call('claim', { id: real })).error).toMatch(/^forbidden: verb "claim" is not granted to this endpoint; granted: .*\(whoami lists them\)$/);
     const started = await a.call('test_doorbell', { wait_seconds: 30 });
     await ringDueTests();
     await until(() => a.tests().length === 1, 'the test doorbell');
@@ -70,9 +70,9 @@ describe("one's own test todo needs no claim grant (item 15)", () => {
     expect(await a.call('get_doorbell_test', { test_id: started.test_id })).toMatchObject({ verdict: 'pass', claimed_within_seconds: 2 });
     expect((await db.sql`select ack_via, acked_session_id from doorbell_rings where todo_id = ${started.todo_id}`)[0]).toEqual({ ack_via: 'claim', acked_session_id: a.sessionId });
     // The exception is the outstanding test todo only.
-    expect((await a.call('claim', { id: started.todo_id })).error).toBe('forbidden: verb "claim" is not granted to this endpoint');
-    expect((await a.call('claim', { id: real })).error).toBe('forbidden: verb "claim" is not granted to this endpoint');
-    expect((await a.call('claim_next')).error).toBe('forbidden: verb "claim_next" is not granted to this endpoint');
+    expect((await a.call('claim', { id: started.todo_id })).error).toMatch(/^forbidden: verb "claim" is not granted to this endpoint; granted: .*\(whoami lists them\)$/);
+    expect((await a.call('claim', { id: real })).error).toMatch(/^forbidden: verb "claim" is not granted to this endpoint; granted: .*\(whoami lists them\)$/);
+    expect((await a.call('claim_next')).error).toMatch(/^forbidden: verb "claim_next" is not granted to this endpoint; granted: .*\(whoami lists them\)$/);
     expect(await stateOf(real)).toBe('pending');
     // tools/list still shows the scope as granted.
     const listed = (await a.client.listTools()).tools.map((t) => t.name);
@@ -86,7 +86,7 @@ describe("one's own test todo needs no claim grant (item 15)", () => {
     const real = await pushReal(e.slug, 'real work');
     const started = await a.call('test_doorbell', { wait_seconds: 30 });
     // Before its doorbell, there is nothing to hand out to an endpoint without the grant.
-    expect((await a.call('claim_next')).error).toBe('forbidden: verb "claim_next" is not granted to this endpoint');
+    expect((await a.call('claim_next')).error).toMatch(/^forbidden: verb "claim_next" is not granted to this endpoint; granted: .*\(whoami lists them\)$/);
     await ringDueTests();
     await until(() => a.tests().length === 1, 'the test doorbell');
     app.clock.advance(5000);
