@@ -41,8 +41,17 @@ describe('POST /api/v1/endpoints', () => {
     expect(b.mcp_url).toBe(`${app.baseUrl}/mcp/${b.slug}`);
     expect(b.mcp_url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp\/review-bot-[0-9a-f]{8}$/);
     expect(b.mcp_json).toEqual({
-      mcpServers: { switchboard: { type: 'http', url: b.mcp_url, headers: { Authorization: `Bearer ${b.token}` } } },
+      mcpServers: { switchboard: { type: 'http', url: b.mcp_url, headers: { Authorization: 'Bearer ${SWITCHBOARD_AGENT_TOKEN}' } } },
     });
+    expect(b.mcp_json_bridge).toEqual({
+      mcpServers: {
+        switchboard: { command: 'switchboard', args: ['bridge', '--url', b.mcp_url], env: { SWITCHBOARD_AGENT_TOKEN: '${SWITCHBOARD_AGENT_TOKEN}' } },
+      },
+    });
+    expect(b.connect).toContain('  claude --dangerously-load-development-channels server:switchboard\n');
+    expect(b.connect).toContain(`Guide: ${app.baseUrl}/docs/connect\n`);
+    // The token is in `token` and nowhere else in the answer.
+    expect(res.text.split(b.token)).toHaveLength(2);
     expect(b).toEqual({
       id: expect.stringMatching(UUID),
       slug: b.slug,
@@ -60,6 +69,8 @@ describe('POST /api/v1/endpoints', () => {
       unheard_sessions: 0,
       token: b.token,
       mcp_json: b.mcp_json,
+      mcp_json_bridge: b.mcp_json_bridge,
+      connect: b.connect,
     });
     const after = await counts();
     expect(after.agents).toBe(before.agents + 1);
@@ -182,7 +193,7 @@ describe('GET /api/v1/endpoints', () => {
     expect(Array.isArray(res.json)).toBe(true);
     expect(res.json.map((e: Vended) => e.slug)).toEqual([a2.slug, a1.slug, a3.slug]);
     expect(res.json.map((e: Vended) => e.state)).toEqual(['active', 'active', 'revoked']);
-    const { token: _t, mcp_json: _m, ...a2Public } = a2;
+    const { token: _t, mcp_json: _m, mcp_json_bridge: _b, connect: _c, ...a2Public } = a2;
     expect(res.json[0]).toEqual(a2Public);
     expect(res.json[2].revoked_at).toBe(wire(app.clock.now()));
 
@@ -217,7 +228,7 @@ describe('GET /api/v1/endpoints/{ref}', () => {
     const byId = await op.call('GET', `/api/v1/endpoints/${ep.id}`);
     const byUpperId = await op.call('GET', `/api/v1/endpoints/${ep.id.toUpperCase()}`);
     expect(bySlug.status).toBe(200);
-    const { token: _t, mcp_json: _m, ...expected } = ep;
+    const { token: _t, mcp_json: _m, mcp_json_bridge: _b, connect: _c, ...expected } = ep;
     expect(bySlug.json).toEqual(expected);
     expect(byId.status).toBe(200);
     expect(byId.json).toEqual(bySlug.json);

@@ -3,12 +3,13 @@
  * these with `satisfies`) and the CLI (which reads them). Times are RFC 3339 strings. Type-only:
  * importing this file loads no server code.
  */
+import type { BridgeServerEntry, HttpServerEntry, McpJson } from '../domain/connect-instructions.ts';
 import type { Presence, PresenceSource } from '../domain/presence/index.ts';
 import type { Verdict } from '../services/doorbell/self-tests.ts';
 
 export type { ErrorEnvelope } from '../web/errors.ts';
 export type { PresenceView } from '../services/presence.ts';
-export type { TodoDetail, TodoState, TodoStateFilter, TodoSummary } from '../services/todos.ts';
+export type { TodoState, TodoSummary } from '../services/todos.ts';
 import type { TodoState, TodoSummary } from '../services/todos.ts';
 
 /** GET /healthz with `Accept: application/json` (outside /api/v1, read by `doctor`). */
@@ -44,10 +45,18 @@ export interface EndpointView {
   unheard_sessions: number;
 }
 
-/** POST /endpoints: the endpoint, its credential (shown this once) and a .mcp.json snippet. */
+/**
+ * POST /endpoints: the endpoint, its credential (shown this once, here only) and how to connect
+ * (domain/connect-instructions.ts). The snippets name ${SWITCHBOARD_AGENT_TOKEN}, never the token.
+ */
 export interface VendResult extends EndpointView {
   token: string;
-  mcp_json: { mcpServers: { switchboard: { type: string; url: string; headers: { Authorization: string } } } };
+  /** .mcp.json, direct Streamable HTTP: tools. */
+  mcp_json: McpJson<HttpServerEntry>;
+  /** .mcp.json through `switchboard bridge` (stdio): tools and doorbells. */
+  mcp_json_bridge: McpJson<BridgeServerEntry>;
+  /** The instructions as plain text, the same the CLI prints; no credential in it. */
+  connect: string;
 }
 
 /** POST /endpoints/{ref}/revoke */
@@ -66,14 +75,9 @@ export interface PushResult {
   event_id: number | null;
 }
 
-/**
- * GET /endpoints/{ref}/todos: a page, newest first. `next_cursor` (opaque) asks for the next page
- * as `?cursor=`; null on the last page. GET /endpoints/{ref}/todos/{id}, and POST .../cancel and
- * .../retry, answer one TodoDetail.
- */
+/** GET /endpoints/{ref}/todos */
 export interface TodoList {
   todos: TodoSummary[];
-  next_cursor: string | null;
 }
 
 export interface ChannelCapability {

@@ -148,8 +148,9 @@ describe('the endpoint card', () => {
     expect(refused.text).toMatch(/<p class="error" id="queues-error" role="alert">queues: /);
     const r = await b.post('/endpoints', { name: 'vended-bot', queues: 'reviews, inbox', verbs: ['claim', 'complete'], csrf_token: b.csrfToken });
     expect(r.status).toBe(201);
-    const credential = /<code id="credential" class="secret">(sbk_[A-Za-z0-9_-]{43})<\/code>/.exec(r.text)![1]!;
-    expect(r.text).toContain('&quot;Authorization&quot;: &quot;Bearer ' + credential);
+    const credential = /export SWITCHBOARD_AGENT_TOKEN=<span id="credential" class="secret">(sbk_[A-Za-z0-9_-]{43})<\/span>/.exec(r.text)![1]!;
+    expect(r.text.split(credential)).toHaveLength(2);
+    expect(r.text).toContain('&quot;Authorization&quot;: &quot;Bearer ${SWITCHBOARD_AGENT_TOKEN}&quot;');
     expect(r.text).toContain(`claude mcp add --transport http --scope user switchboard`);
     expect(r.headers.get('cache-control')).toBe('no-store');
     const id = /href="\/endpoints\/([0-9a-f-]{36})"/.exec(r.text)![1]!;

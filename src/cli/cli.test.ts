@@ -87,15 +87,25 @@ describe('switchboard CLI, the path a new user walks', () => {
     expect(listed.out).not.toContain(token);
   });
 
-  it('endpoint vend prints the credential once, the MCP URL and a .mcp.json snippet', async () => {
+  it('endpoint vend prints the credential once, as an export line, then both ways to connect Claude Code', async () => {
     const r = await run(['endpoint', 'vend', 'review-bot', '--queue', 'reviews', '--queue', 'inbox'], authEnv());
     expect(r.code).toBe(0);
     slug = /Vended endpoint (review-bot-[0-9a-f]{8})/.exec(r.out)![1]!;
-    const credential = /Credential {2}(sbk_\S+)/.exec(r.out)![1]!;
-    expect(r.out).toContain(`${app.baseUrl}/mcp/${slug}`);
-    expect(r.out).toContain('"mcpServers"');
-    expect(r.out).toContain(`Bearer ${credential}`);
+    const credential = /^ {2}export SWITCHBOARD_AGENT_TOKEN=(sbk_[A-Za-z0-9_-]{43})$/m.exec(r.out)![1]!;
+    expect(r.out.split(credential)).toHaveLength(2);
+    const mcpUrl = `${app.baseUrl}/mcp/${slug}`;
+    expect(r.out).toContain(`  MCP URL     ${mcpUrl}\n`);
     expect(r.out).toContain('Queues      reviews, inbox');
+    // Both .mcp.json snippets, as JSON that parses, name the variable and not the secret.
+    const snippets = [...r.out.matchAll(/^ {2}\{\n[\s\S]*?\n {2}\}$/gm)].map((m) => JSON.parse(m[0]));
+    expect(snippets).toEqual([
+      { mcpServers: { switchboard: { command: 'switchboard', args: ['bridge', '--url', mcpUrl], env: { SWITCHBOARD_AGENT_TOKEN: '${SWITCHBOARD_AGENT_TOKEN}' } } } },
+      { mcpServers: { switchboard: { type: 'http', url: mcpUrl, headers: { Authorization: 'Bearer ${SWITCHBOARD_AGENT_TOKEN}' } } } },
+    ]);
+    expect(r.out).toContain('  claude --dangerously-load-development-channels server:switchboard\n');
+    expect(r.out).toContain('2.1.80 or later, signed in with a claude.ai account');
+    expect(r.out).toContain('`claim_next` with `wait`');
+    expect(r.out).toContain(`Guide: ${app.baseUrl}/docs/connect\n`);
   });
 
   it('endpoint list and show print the endpoint, never a credential', async () => {

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { EndpointView, PresenceView, RevokeResult, VendResult } from '../api/wire.ts';
+import { exportLine } from '../domain/connect-instructions.ts';
 import { parseDuration } from '../domain/duration.ts';
 import { ApiClient } from './client.ts';
 import type { CliContext } from './context.ts';
@@ -31,13 +32,12 @@ export const apiClient = async (ctx: CliContext) => new ApiClient(await loadCred
 function printVend(io: Io, v: VendResult): void {
   io.out(`Vended endpoint ${v.slug} for agent "${v.agent_name}".\n\n`);
   io.out(`  MCP URL     ${v.mcp_url}\n`);
-  io.out(`  Credential  ${v.token}\n`);
-  io.out(`              shown once: store it now. Lost it? Revoke this endpoint and vend a new one.\n`);
   io.out(`  Queues      ${v.queues.join(', ')}\n`);
   io.out(`  Verbs       ${v.verbs.join(', ')}\n\n`);
-  io.out(`Add it to a project's .mcp.json:\n${JSON.stringify(v.mcp_json, null, 2)}\n\n`);
-  io.out(`or to Claude Code for your user:\n`);
-  io.out(`  claude mcp add --transport http --scope user switchboard ${v.mcp_url} --header "Authorization: Bearer ${v.token}"\n`);
+  // The credential, once: every snippet below reads it from this variable.
+  io.out(`Credential, shown once (store it now; lost it? revoke this endpoint and vend a new one):\n`);
+  io.out(`  ${exportLine(v.token)}\n\n`);
+  io.out(v.connect);
 }
 
 function printEndpoint(io: Io, e: EndpointView): void {

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidArgument, isSwitchboardError, retryAfterSeconds, type SwitchboardError } from '../../domain/errors.ts';
-import { mcpJson, mcpUrl } from '../../domain/mcp-client.ts';
+import { connectInstructions } from '../../domain/connect-instructions.ts';
+import { mcpUrl } from '../../domain/mcp-client.ts';
 import { parseDuration } from '../../domain/duration.ts';
 import { effective, type Presence } from '../../domain/presence/index.ts';
 import type { Clock } from '../../lib/clock.ts';
@@ -128,7 +129,7 @@ export function registerEndpointRoutes(board: FastifyInstance, deps: EndpointRou
           slug: endpoint.slug,
           mcpUrl: url,
           credential,
-          mcpJson: mcpJson(url, credential),
+          connect: connectInstructions({ mcpUrl: url, slug: endpoint.slug }),
         }),
       );
     } catch (err) {

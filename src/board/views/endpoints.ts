@@ -5,6 +5,8 @@ import type { Endpoint } from '../../services/endpoints.ts';
 import type { EventSummary } from '../../services/webhooks.ts';
 import type { BoardSession } from '../auth.ts';
 import { Html, html, path, withQuery } from '../html.ts';
+import type { ConnectInstructions } from '../../domain/connect-instructions.ts';
+import { connectSection } from './connect.ts';
 import { hintWithLinks } from './docs.ts';
 import { ago, chips, csrfField, fieldError, page, time, untilTime, type FieldError } from './layout.ts';
 
@@ -284,9 +286,8 @@ ${webhooksSection(extra.webhooks, extra.events)}
 
 export function vendedPage(
   s: BoardSession,
-  v: { id: string; name: string; slug: string; mcpUrl: string; credential: string; mcpJson: unknown },
+  v: { id: string; name: string; slug: string; mcpUrl: string; credential: string; connect: ConnectInstructions },
 ): string {
-  const claude = `claude mcp add --transport http --scope user switchboard ${v.mcpUrl} --header "Authorization: Bearer ${v.credential}"`;
   return page(
     { title: 'Endpoint vended', session: s, nav: 'endpoints' },
     html`<section class="vended">
@@ -295,14 +296,8 @@ export function vendedPage(
 <dl class="facts">
   <dt>Slug</dt><dd><code>${v.slug}</code></dd>
   <dt>MCP URL</dt><dd><code>${v.mcpUrl}</code></dd>
-  <dt>Credential</dt><dd><code id="credential" class="secret">${v.credential}</code></dd>
 </dl>
-<h2><code>.mcp.json</code></h2>
-<p>Put this in the agent's project:</p>
-<pre id="mcp-json" class="copy">${JSON.stringify(v.mcpJson, null, 2)}</pre>
-<h2>Claude Code</h2>
-<p>Or add it from a shell:</p>
-<pre id="claude-mcp-add" class="copy">${claude}</pre>
+${connectSection(v.connect, v.credential)}
 <p><a class="button" href="${path('/endpoints', v.id)}">Done: go to the endpoint</a></p>
 </section>`,
   );
