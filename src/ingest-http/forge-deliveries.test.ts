@@ -119,6 +119,15 @@ describe("GitHub's ping", () => {
     await expectRecordedOnly(before, ringsBefore, heardBefore, 0);
   });
 
+  it("the ping's signed body relabelled as another event is a replay: 409, nothing written, no ring", async () => {
+    const [ringsBefore, heardBefore] = [await rings(), bell.heard.length];
+    const { r } = await refused(409, 'conflict', () => post(gh.ingest_url, body, githubHeaders('issues', body, gh.signing_secret!)));
+    expect(r.json.error).toMatch(/already delivered/);
+    await settle();
+    expect(await rings()).toBe(ringsBefore);
+    expect(bell.heard).toHaveLength(heardBefore);
+  });
+
   it('a ping signed with another secret is refused 401 and stores nothing', async () => {
     await refused(401, 'unauthenticated', () => post(gh.ingest_url, body, githubHeaders('ping', body, 'whsec_not-the-secret')));
     const unsigned = githubHeaders('ping', body, gh.signing_secret!);
