@@ -2,20 +2,17 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Clock } from '../lib/clock.ts';
 import { SwitchboardError } from '../domain/errors.ts';
-import { LIST_DEFAULT_LIMIT } from '../domain/lifecycle.ts';
-import { validateQueueName } from '../domain/scope.ts';
-import { kindProblem } from '../domain/todo-input.ts';
 import { mcpUrl } from '../domain/mcp-client.ts';
 import { connectInstructions, connectText } from '../domain/connect-instructions.ts';
 import { CONNECT_GUIDE_PATH } from '../domain/guides.ts';
 import type { Endpoint, EndpointService } from '../services/endpoints.ts';
 import { rfc3339 } from '../domain/time.ts';
-import { TODO_STATES, summarizeTodo, type TodoService, type TodoState } from '../services/todos.ts';
+import type { TodoService } from '../services/todos.ts';
 import type { OperatorPresence } from '../services/presence-operator.ts';
 import { inputsOf } from '../services/presence.ts';
 import { effective, untilOnWire } from '../domain/presence/index.ts';
 import { humanGuard } from './auth.ts';
-import type { EndpointView, MeView, PushResult, RevokeResult, TodoList, VendResult } from './wire.ts';
+import type { EndpointView, MeView, RevokeResult, VendResult } from './wire.ts';
 import type { Humans } from '../services/humans.ts';
 import { registerDoorbellTestRoutes } from './doorbell-tests.ts';
 import { registerPresenceRoutes } from './presence.ts';
@@ -27,7 +24,8 @@ import type { NotifyHooks } from '../services/notify-hooks.ts';
 import { sendError } from '../web/errors.ts';
 import type { AuthFailures } from '../web/auth-failures.ts';
 import { RateLimiter } from '../lib/rate-limit.ts';
-import { limitParam, parseInput } from '../domain/validate.ts';
+import { parseInput } from '../domain/validate.ts';
+import { registerTodoRoutes } from './todos.ts';
 
 export interface ApiDeps {
   humans: Humans;
@@ -82,30 +80,6 @@ const vendBody = z
     name: z.string({ error: 'is required and must be a string' }),
     queues: z.array(z.string(), { error: 'must be an array of queue names' }).optional(),
     verbs: z.array(z.string(), { error: 'must be an array of verb names' }).optional(),
-  })
-  .strict();
-
-const pushBody = z
-  .object({
-    title: z.string({ error: 'is required and must be a string' }),
-    queue: z.string({ error: 'must be a string' }).optional(),
-    kind: z
-      .string({ error: 'must be a string' })
-      .superRefine((kind, ctx) => {
-        const problem = kindProblem(kind);
-        if (problem) ctx.addIssue({ code: 'custom', message: problem });
-      })
-      .optional(),
-    payload: z.json({ error: 'must be JSON' }).optional(),
-    key: z.string({ error: 'must be a string' }).optional(),
-  })
-  .strict();
-
-const listQuery = z
-  .object({
-    state: z.enum(TODO_STATES as [string, ...string[]], { error: `must be one of ${TODO_STATES.join(', ')}` }).optional(),
-    queue: z.string().optional(),
-    limit: limitParam,
   })
   .strict();
 
@@ -182,38 +156,12 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
         return { ...endpointOut(endpoint, base(), clock.now()), todos_dead_lettered: deadLettered };
       });
 
-      api.post('/endpoints/:ref/todos', async (req, reply: FastifyReply) => {
-        const h = human(req);
-        const endpoint = await endpoints.requireOwn(h.id, ref(req));
-        const body = parseInput(pushBody, req.body ?? {});
-        const { todo, created, eventId } = await deps.todos.pushByOperator(h, endpoint, body);
-        return reply.code(created ? 201 : 200).send({
-          id: todo.id,
-          endpoint_id: endpoint.id,
-          slug: endpoint.slug,
-          queue: todo.queue,
-          state: todo.state,
-          created,
-          event_id: eventId === null ? null : Number(eventId),
-        } satisfies PushResult);
-      });
-
+      registerTodoRoutes(api, { endpoints, todos: deps.todos, human });
       registerPresenceRoutes(api, { endpoints, operatorPresence: deps.operatorPresence });
       registerDoorbellTestRoutes(api, { endpoints, selfTests: deps.selfTests });
       registerWebhookRoutes(api, { endpoints, webhooks: deps.webhooks });
       registerHookRoutes(api, { endpoints, hooks: deps.hooks });
 
-      api.get('/endpoints/:ref/todos', async (req): Promise<TodoList> => {
-        const endpoint = await endpoints.requireOwn(human(req).id, ref(req));
-        const q = parseInput(listQuery, req.query ?? {}, 'query');
-        if (q.queue !== undefined) validateQueueName('queue', q.queue);
-        const rows = await deps.todos.list(endpoint.id, {
-          queue: q.queue,
-          state: q.state as TodoState | undefined,
-          limit: q.limit ?? LIST_DEFAULT_LIMIT,
-        });
-        return { todos: rows.map(summarizeTodo) };
-      });
     },
     { prefix: '/api/v1' },
   );

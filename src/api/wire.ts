@@ -9,7 +9,7 @@ import type { Verdict } from '../services/doorbell/self-tests.ts';
 
 export type { ErrorEnvelope } from '../web/errors.ts';
 export type { PresenceView } from '../services/presence.ts';
-export type { TodoState, TodoSummary } from '../services/todos.ts';
+export type { TodoDetail, TodoState, TodoStateFilter, TodoSummary } from '../services/todos.ts';
 import type { TodoState, TodoSummary } from '../services/todos.ts';
 
 /** GET /healthz with `Accept: application/json` (outside /api/v1, read by `doctor`). */
@@ -75,9 +75,14 @@ export interface PushResult {
   event_id: number | null;
 }
 
-/** GET /endpoints/{ref}/todos */
+/**
+ * GET /endpoints/{ref}/todos: a page, newest first. `next_cursor` (opaque) asks for the next page
+ * as `?cursor=`; null on the last page. GET /endpoints/{ref}/todos/{id}, and POST .../cancel and
+ * .../retry, answer one TodoDetail.
+ */
 export interface TodoList {
   todos: TodoSummary[];
+  next_cursor: string | null;
 }
 
 export interface ChannelCapability {

@@ -11,6 +11,7 @@ import { registerSessionCommands } from './session.ts';
 import { registerTodoCommands } from './todo.ts';
 import { registerWebhookCommands } from './webhook.ts';
 import { registerHookCommands } from './hook.ts';
+import { registerBridgeCommand } from './bridge.ts';
 
 async function readAllStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -48,6 +49,7 @@ Exit codes: 0 ok, 1 refused or failed, 2 usage error.`,
   registerWebhookCommands(program, ctx);
   registerHookCommands(program, ctx);
   registerDoctorCommand(program, ctx);
+  registerBridgeCommand(program, ctx);
   for (const c of program.commands) applyExitOverride(c, ctx);
   return program;
 }

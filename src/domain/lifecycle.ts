@@ -9,6 +9,13 @@ export const LIST_DEFAULT_LIMIT = 50;
 export const LIST_MAX_LIMIT = 200;
 export const TITLE_MAX_BYTES = 200;
 export const IDEMPOTENCY_KEY_MAX_BYTES = 256;
+/** A todo's priority: higher is claimed first. */
+export const PRIORITY_MIN = -1000;
+export const PRIORITY_MAX = 1000;
+/** What a push may ask for as max_attempts. */
+export const MAX_ATTEMPTS_LIMIT = 100;
+/** The longest delay a push may ask for: 30 days. */
+export const DELAY_MAX_MS = 30 * 86_400_000;
 
 /** A requested lease: absent or non-positive means the default; anything over 24 h is clamped. */
 export function leaseSeconds(requested: number | undefined): number {

@@ -1,13 +1,22 @@
 import { createHash } from 'node:crypto';
 import { invalidArgument } from './errors.ts';
-import { IDEMPOTENCY_KEY_MAX_BYTES, TITLE_MAX_BYTES } from './lifecycle.ts';
+import { parseDuration } from './duration.ts';
+import {
+  DEFAULT_MAX_ATTEMPTS,
+  DELAY_MAX_MS,
+  IDEMPOTENCY_KEY_MAX_BYTES,
+  MAX_ATTEMPTS_LIMIT,
+  PRIORITY_MAX,
+  PRIORITY_MIN,
+  TITLE_MAX_BYTES,
+} from './lifecycle.ts';
 import { requireJsonDepth } from './json-depth.ts';
 import { hasControlCharacters } from './neutralize.ts';
 import { validateQueueName } from './scope.ts';
 
 /**
  * The rules for a todo someone pushes (an operator over /api/v1, or a webhook delivery): title,
- * kind, idempotency key, payload and target queue. Pure: each throws invalid_argument naming its field.
+ * kind, idempotency key, payload, target queue, priority, attempts and delay. Pure: each throws invalid_argument naming its field.
  */
 
 export const TODO_KIND_MAX_CHARS = 64;
@@ -72,4 +81,29 @@ export function resolvePushQueue(endpoint: { slug: string; scope_queues: readonl
     throw invalidArgument('queue', `"${requested}" is not one of endpoint ${endpoint.slug}'s queues (${endpoint.scope_queues.join(', ')})`);
   }
   return requested;
+}
+
+/** A whole number in `min..max`, or invalid_argument naming `field`. */
+function wholeIn(field: string, raw: number, min: number, max: number): number {
+  if (typeof raw !== 'number' || !Number.isInteger(raw) || raw < min || raw > max) throw invalidArgument(field, `must be a whole number from ${min} to ${max}`);
+  return raw;
+}
+
+/** Higher is claimed first: a whole number from PRIORITY_MIN to PRIORITY_MAX, 0 when absent. */
+export const todoPriority = (raw: number | undefined): number => (raw === undefined ? 0 : wholeIn('priority', raw, PRIORITY_MIN, PRIORITY_MAX));
+
+/** How many claims a todo gets before it is a dead letter: 1..MAX_ATTEMPTS_LIMIT, the default when absent. */
+export const todoMaxAttempts = (raw: number | undefined): number =>
+  raw === undefined ? DEFAULT_MAX_ATTEMPTS : wholeIn('max_attempts', raw, 1, MAX_ATTEMPTS_LIMIT);
+
+/**
+ * A push's `delay` (`10m`, `1h30m`, `90s`: the one duration grammar), in milliseconds: 0 when
+ * absent, at most DELAY_MAX_MS.
+ */
+export function todoDelayMs(raw: string | undefined): number {
+  if (raw === undefined) return 0;
+  const ms = typeof raw === 'string' ? parseDuration(raw) : null;
+  if (ms === null) throw invalidArgument('delay', 'must be a duration like 90s, 10m or 1h30m');
+  if (ms > DELAY_MAX_MS) throw invalidArgument('delay', `must be at most ${DELAY_MAX_MS / 3_600_000}h (30 days)`);
+  return ms;
 }

@@ -120,7 +120,7 @@ export class Metrics {
         this.reset();
         const rows = await snapshot();
         if (!rows) return;
-        for (const r of rows) for (const state of ['pending', 'claimed', 'done', 'failed'] as const) this.inc({ queue: label(r.queue), state }, r[state]);
+        for (const r of rows) for (const state of ['pending', 'claimed', 'done', 'failed', 'canceled'] as const) this.inc({ queue: label(r.queue), state }, r[state]);
       },
     });
     new Gauge({
@@ -146,6 +146,7 @@ export interface QueueStat {
   claimed: number;
   done: number;
   failed: number;
+  canceled: number;
   oldest_pending_seconds: number;
 }
 

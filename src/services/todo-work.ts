@@ -17,8 +17,9 @@ import {
   type Caller,
   type ClaimedTodo,
   type TodoRow,
-  type TodoState,
+  type TodoStateFilter,
 } from '../store/todos/index.ts';
+import { decodeCursor, encodeCursor } from '../domain/todo-cursor.ts';
 import type { ServiceBase } from './base.ts';
 import { ClaimWaiters, LONG_POLL_RECHECK_MS } from './claim-waiters.ts';
 import type { WakeupHandlers } from './wakeups.ts';
@@ -100,14 +101,16 @@ export class TodoWork {
     return [queue];
   }
 
-  async list(w: Worker, f: { queue?: string; state?: TodoState; limit?: number; includeSynthetic?: boolean }) {
-    const rows = await listTodos(this.base.sql, w.endpointId, {
+  /** A page of the caller's todos, newest first; `next_cursor` asks for the next page (null at the end). */
+  async list(w: Worker, f: { queue?: string; state?: TodoStateFilter; limit?: number; includeSynthetic?: boolean; cursor?: string }) {
+    const { rows, next } = await listTodos(this.base.sql, w.endpointId, {
       queues: this.#queues(w, f.queue),
       state: f.state,
       limit: f.limit ?? LIST_DEFAULT_LIMIT,
+      after: f.cursor === undefined ? null : decodeCursor(f.cursor),
       includeSynthetic: f.includeSynthetic === true,
     });
-    return { todos: rows.map(summarizeTodo) };
+    return { todos: rows.map(summarizeTodo), next_cursor: next ? encodeCursor(next) : null };
   }
 
   async get(w: Worker, id: string) {

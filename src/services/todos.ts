@@ -1,15 +1,34 @@
-import { idempotencyKey, resolvePushQueue, todoKind, todoPayload, todoTitle } from '../domain/todo-input.ts';
+import { notFound } from '../domain/errors.ts';
+import { decodeCursor, encodeCursor } from '../domain/todo-cursor.ts';
+import {
+  idempotencyKey,
+  resolvePushQueue,
+  todoDelayMs,
+  todoKind,
+  todoMaxAttempts,
+  todoPayload,
+  todoPriority,
+  todoTitle,
+} from '../domain/todo-input.ts';
 import {
   TODO_STATES,
+  TODO_STATE_FILTERS,
+  cancelTodo,
+  detailTodo,
+  getTodo,
   insertEventAndTodo,
+  isDead,
   listTodos,
   queueStatsUnscoped,
+  retryTodo,
   summarizeTodo,
   type EventInput,
   type ListFilter,
   type NewTodo,
+  type TodoDetail,
   type TodoRow,
   type TodoState,
+  type TodoStateFilter,
   type TodoSummary,
 } from '../store/todos/index.ts';
 import type { QueueStat } from '../lib/metrics.ts';
@@ -18,7 +37,18 @@ import { requireActive, type Endpoint } from './endpoints.ts';
 import type { ReadyRings } from './doorbell/ready-rings.ts';
 import type { NotifyHooks } from './notify-hooks.ts';
 
-export { TODO_STATES, summarizeTodo, type TodoRow, type TodoState, type TodoSummary };
+export {
+  TODO_STATES,
+  TODO_STATE_FILTERS,
+  detailTodo,
+  isDead,
+  summarizeTodo,
+  type TodoDetail,
+  type TodoRow,
+  type TodoState,
+  type TodoStateFilter,
+  type TodoSummary,
+};
 
 export interface Pushed {
   todo: TodoRow;
@@ -34,7 +64,16 @@ export interface OperatorPush {
   kind?: string;
   payload?: unknown;
   key?: string;
+  /** Not claimable, nor rung, until this long after the push: a duration like `10m` (at most 30 days). */
+  delay?: string;
+  /** Higher is claimed first: -1000..1000, default 0. */
+  priority?: number;
+  /** Claims before it is a dead letter: 1..100, default 5. */
+  maxAttempts?: number;
 }
+
+/** A listing's filter: a state (or `dead`), a queue, a page size and the cursor of the page wanted. */
+export type TodoListFilter = Omit<ListFilter, 'includeSynthetic' | 'after'> & { cursor?: string };
 
 /** Who pushed, as the event's verify detail records it. */
 export interface PushAuthor {
@@ -73,11 +112,7 @@ export class TodoService {
 
   async push(event: EventInput, todo: NewTodo, now: Date = this.#base.clock.now()): Promise<Pushed> {
     const { todo: row, created, eventId, pushEligible } = await insertEventAndTodo(this.#base.sql, event, todo, now);
-    if (created && pushEligible) {
-      this.#fanOut.doorbell?.ringReady(row);
-      this.#fanOut.hooks?.announceTodo(row, 'created');
-      this.#fanOut.onTodoReady?.(row);
-    }
+    if (created && pushEligible) this.#fanOutReady(row, 'created');
     return { todo: row, created, eventId };
   }
 
@@ -87,6 +122,11 @@ export class TodoService {
     const title = todoTitle(input.title);
     const queue = resolvePushQueue(endpoint, input.queue);
     const key = idempotencyKey(input.key);
+    const priority = todoPriority(input.priority);
+    const maxAttempts = todoMaxAttempts(input.maxAttempts);
+    const delayMs = todoDelayMs(input.delay);
+    const now = this.#base.clock.now();
+    const runAt = delayMs > 0 ? new Date(now.getTime() + delayMs) : null;
     return this.push(
       {
         source: 'operator',
@@ -96,12 +136,64 @@ export class TodoService {
         verifyDetail: `operator-authored over /api/v1 by ${describeAuthor(author)}`,
         externalId: key,
       },
-      { endpointId: endpoint.id, queue, title, source: 'operator', kind: todoKind(input.kind), payload: todoPayload(input.payload), idempotencyKey: key },
+      {
+        endpointId: endpoint.id,
+        queue,
+        title,
+        source: 'operator',
+        kind: todoKind(input.kind),
+        payload: todoPayload(input.payload),
+        idempotencyKey: key,
+        priority,
+        maxAttempts,
+        runAt,
+      },
+      now,
     );
   }
 
-  /** Newest first, one endpoint; self-test rows and the reserved queue never show. */
-  list(endpointId: string, filter: Omit<ListFilter, 'includeSynthetic'>): Promise<TodoRow[]> {
-    return listTodos(this.#base.sql, endpointId, filter);
+  /**
+   * A page of one endpoint's todos, newest first (self-test rows and the reserved queue never
+   * show), and the cursor of the next page (null at the end). Keyset paging: todos pushed while
+   * paging never shift a page. A cursor this server did not write is invalid_argument `cursor`.
+   */
+  async list(endpointId: string, filter: TodoListFilter): Promise<{ todos: TodoRow[]; nextCursor: string | null }> {
+    const { cursor, ...rest } = filter;
+    const after = cursor === undefined ? null : decodeCursor(cursor);
+    const { rows, next } = await listTodos(this.#base.sql, endpointId, { ...rest, after });
+    return { todos: rows, nextCursor: next ? encodeCursor(next) : null };
+  }
+
+  /** One todo of the endpoint (with payload and result); not_found for another endpoint's or a self-test todo. */
+  async get(endpointId: string, todoId: string): Promise<TodoRow> {
+    const row = await getTodo(this.#base.sql, endpointId, todoId);
+    if (!row) throw notFound(`no todo ${todoId} on this endpoint`);
+    return row;
+  }
+
+  /**
+   * Cancels a pending, claimed or failed todo (canceled is final). A claimed todo's lease is
+   * fenced off: its holder's heartbeat, complete, fail and release then get a conflict. Done or
+   * already canceled: conflict naming the state.
+   */
+  cancel(endpointId: string, todoId: string, by: PushAuthor): Promise<TodoRow> {
+    return cancelTodo(this.#base.sql, endpointId, todoId, { id: by.id, handle: by.handle, detail: `canceled by ${describeAuthor(by)}` }, this.#base.clock.now());
+  }
+
+  /**
+   * A failed todo (a dead letter or one waiting for its retry) back to pending now, attempts from
+   * 0; it rings again like a new push. Any other state: conflict naming it.
+   */
+  async retry(endpointId: string, todoId: string): Promise<TodoRow> {
+    const { todo, pushEligible } = await retryTodo(this.#base.sql, endpointId, todoId, this.#base.clock.now());
+    if (pushEligible) this.#fanOutReady(todo, 'requeued');
+    return todo;
+  }
+
+  /** After commit: this instance's doorbell and notify hooks hear of a todo that became ready. */
+  #fanOutReady(row: TodoRow, reason: 'created' | 'requeued'): void {
+    this.#fanOut.doorbell?.ringReady(row);
+    this.#fanOut.hooks?.announceTodo(row, reason);
+    this.#fanOut.onTodoReady?.(row);
   }
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { LIST_MAX_LIMIT } from '../../domain/lifecycle.ts';
-import { TODO_STATES, type TodoState } from '../../services/todos.ts';
+import { TODO_STATE_FILTERS, type TodoStateFilter } from '../../services/todos.ts';
 import type { Worker } from '../../services/todo-work.ts';
 import { defineTool, verbNotGranted, type Tool, type ToolContext } from './tool.ts';
 import { TODO_ID_PATTERN } from '../../domain/ids.ts';
@@ -61,17 +61,26 @@ export const drainTools: Tool[] = [
   defineTool({
     name: 'list_todos',
     annotations: { title: 'List todos', ...READS },
-    description: 'List todos on your queues, newest first, without payloads. Optional: queue, state, limit (1-200, default 50).',
+    description:
+      'List todos on your queues, newest first, without payloads. Optional: queue, state (pending, claimed, done, failed, canceled, or dead: failed with no retry left), limit (1-200, default 50), cursor (the next_cursor of the previous page; null there means the last page).',
     input: z
       .object({
         include_synthetic: z.boolean({ error: 'must be true or false' }).optional().describe('also list self-test todos'),
-        queue: z.string({ error: 'must be a string' }).optional(),
-        state: z.enum(TODO_STATES as [TodoState, ...TodoState[]], { error: `must be one of ${TODO_STATES.join(', ')}` }).optional(),
+        queue: queueArg.optional(),
+        state: z.enum(TODO_STATE_FILTERS as [TodoStateFilter, ...TodoStateFilter[]], { error: `must be one of ${TODO_STATE_FILTERS.join(', ')}` }).optional(),
         limit: z.number({ error: 'must be a number' }).int('must be a whole number').min(1, `must be 1-${LIST_MAX_LIMIT}`).max(LIST_MAX_LIMIT, `must be 1-${LIST_MAX_LIMIT}`).optional(),
+      })
+        cursor: z.string({ error: 'must be a string' }).max(100, 'is not a cursor this server gave').optional().describe('next_cursor from the previous page'),
       })
       .strict(),
     async run(ctx, args) {
-      return ctx.todoWork.list(workerOf(ctx), { queue: args.queue, state: args.state, limit: args.limit, includeSynthetic: args.include_synthetic });
+      return ctx.todoWork.list(workerOf(ctx), {
+        queue: args.queue,
+        state: args.state,
+        limit: args.limit,
+        includeSynthetic: args.include_synthetic,
+        cursor: args.cursor,
+      });
     },
   }),
   defineTool({

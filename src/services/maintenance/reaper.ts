@@ -5,6 +5,7 @@ import { notify } from '../../store/channels.ts';
 import {
   pushEligibleTodosByIds,
   reapExpiredLeasesUnscoped,
+  releaseDueDelayedUnscoped,
   requeueDueRetriesUnscoped,
   type Moved,
   type TodoRow,
@@ -15,8 +16,10 @@ import type { MaintenanceLoop } from './loop.ts';
 export const REAPER_INTERVAL_MS = 30_000;
 
 /**
- * One reaper pass: expired leases back to pending (or dead letters at the attempt cap), then due
- * retries back to pending. Safe on every instance at once: each row is moved by one statement.
+ * One reaper pass: expired leases back to pending (or dead letters at the attempt cap), due
+ * retries back to pending, and delayed todos whose run_at passed released. Whatever became ready
+ * wakes its endpoint (todo_ready: every instance's doorbell rings it, long-polling claims look).
+ * Safe on every instance at once: each row is moved by one statement.
  */
 export async function reapOnce(deps: {
   sql: Sql;
@@ -24,29 +27,31 @@ export async function reapOnce(deps: {
   log: Logger;
   /** Runs with the push-eligible todos this pass put back to pending (the notify hooks' `requeued`). */
   onRequeued?: (todos: TodoRow[]) => void;
-}): Promise<{ reaped: Moved[]; requeued: Moved[] }> {
+}): Promise<{ reaped: Moved[]; requeued: Moved[]; released: Moved[] }> {
   const now = deps.clock.now();
   const reaped = await reapExpiredLeasesUnscoped(deps.sql, now);
   const requeued = await requeueDueRetriesUnscoped(deps.sql, now);
-  if (reaped.length || requeued.length) {
+  const released = await releaseDueDelayedUnscoped(deps.sql, now);
+  if (reaped.length || requeued.length || released.length) {
     deps.log.info(
       {
         leases_expired: reaped.filter((m) => m.state === 'pending').length,
         dead_lettered: reaped.filter((m) => m.state === 'failed').length,
         retries_requeued: requeued.length,
+        delayed_released: released.length,
       },
       'reaper pass',
     );
   }
   // Work that is pending again wakes its endpoint's sessions on every instance.
-  const ready = new Set([...reaped, ...requeued].filter((m) => m.state === 'pending').map((m) => `${m.endpoint_id}\n${m.queue}`));
+  const ready = new Set([...reaped, ...requeued, ...released].filter((m) => m.state === 'pending').map((m) => `${m.endpoint_id}\n${m.queue}`));
   for (const key of ready) {
     const [endpointId, queue] = key.split('\n') as [string, string];
     await notify(deps.sql, 'todo_ready', { endpointId, queue });
   }
-  const pending = [...reaped, ...requeued].filter((m) => m.state === 'pending').map((m) => m.id);
+  const pending = [...reaped, ...requeued, ...released].filter((m) => m.state === 'pending').map((m) => m.id);
   if (deps.onRequeued && pending.length > 0) deps.onRequeued(await pushEligibleTodosByIds(deps.sql, pending));
-  return { reaped, requeued };
+  return { reaped, requeued, released };
 }
 
 export const reaperLoop = (deps: Parameters<typeof reapOnce>[0]): MaintenanceLoop => ({

@@ -3,6 +3,7 @@ import { RESERVED_QUEUE } from '../../domain/scope.ts';
 import { acknowledgeRing, ackedRingColumns, type AckedRing } from '../rings.ts';
 import { claimable, claimableStates } from './predicates.ts';
 import { refusal, withinReach, type Caller } from './reach.ts';
+import { rfc3339 } from '../../domain/time.ts';
 import type { TodoRow } from './row.ts';
 
 /** What a self-test todo's claim completes it with, in the same statement. */
@@ -20,7 +21,7 @@ const claimSet = (sql: Sql | TxSql, caller: Caller, now: Date, lease: number, le
   lease_expires_at = case when t.synthetic then null else ${now}::timestamptz + make_interval(secs => ${lease}) end,
   result = case when t.synthetic then ${sql.json(SELF_TEST_RESULT)} else t.result end,
   completed_at = case when t.synthetic then ${now}::timestamptz else t.completed_at end,
-  attempt = t.attempt + 1, claimed_at = ${now}, next_retry_at = null, updated_at = ${now}`;
+  attempt = t.attempt + 1, claimed_at = ${now}, next_retry_at = null, run_at = null, updated_at = ${now}`;
 
 /** A claimed todo and the doorbell rings its claim acknowledged. */
 export type ClaimedTodo = TodoRow & { acked_rings: AckedRing[] };
@@ -67,20 +68,25 @@ export async function claimTodo(
       returning t.*
     ), ${withAcknowledgements(sql, caller, now)}`;
   if (row) return row;
-  throw await refusal(
-    sql,
-    caller,
-    id,
-    () => `todo ${id} is not claimable (claimed by someone else, finished, or waiting for its retry)`,
-    { includeSynthetic: true },
-  );
+  throw await refusal(sql, caller, id, (t) => notClaimable(t, now), { includeSynthetic: true });
+}
+
+/** Why a todo that exists within the caller's reach could not be claimed at `now`. */
+function notClaimable(t: TodoRow, now: Date): string {
+  if (t.state === 'pending' && t.run_at && t.run_at > now) return `todo ${t.id} is delayed: it is not claimable until ${rfc3339(t.run_at)}`;
+  if (t.state === 'done' || t.state === 'canceled') return `todo ${t.id} is not claimable: it is ${t.state}`;
+  if (t.state === 'failed' && t.next_retry_at === null) return `todo ${t.id} is not claimable: it is a dead letter`;
+  if (t.state === 'failed' && t.next_retry_at) return `todo ${t.id} is not claimable until its retry at ${rfc3339(t.next_retry_at)}`;
+  return `todo ${t.id} is not claimable (claimed by someone else, finished, or waiting for its retry)`;
 }
 
 /**
- * Claims the oldest claimable todo across the caller's queues, or returns null when none is.
+ * Claims the next claimable todo across the caller's queues (highest priority first, then the
+ * oldest), or returns null when none is.
  *
- * The candidates come oldest first from one ordered index scan per queue over the pending rows
- * (todos_claim_scan_idx), merged with the few expired leases and due retries; each candidate is
+ * The candidates come in that order from one ordered index scan per queue over the due pending
+ * rows (todos_claim_scan_idx), merged with the few delayed todos come due that the reaper has not
+ * released yet, expired leases and due retries; each candidate is
  * then locked, skipping rows another claimer holds, until one is taken. A single scan of every
  * claimable state could use no index in that order: it walked the endpoint's whole history
  * (done todos included) or sorted all its pending rows on every claim, which grew with the queue.
@@ -102,10 +108,13 @@ export async function claimNextTodo(
   if (wanted.length === 0) return null;
   const eligible = sql`endpoint_id = ${caller.endpointId} and not synthetic and (assignee is null or assignee = ${caller.owner})`;
   const states = claimableStates(sql, now);
+  const cols = sql`id, priority, created_at, seq`;
+  const inWanted = sql`queue = any(${sql.array(wanted)}::text[])`;
   const branches = [
-    ...wanted.map((q) => sql`(select id, created_at, seq from todos where ${eligible} and queue = ${q} and ${states.pending} order by created_at, seq)`),
-    sql`(select id, created_at, seq from todos where ${eligible} and queue = any(${sql.array(wanted)}::text[]) and ${states.expiredLease})`,
-    sql`(select id, created_at, seq from todos where ${eligible} and queue = any(${sql.array(wanted)}::text[]) and ${states.dueRetry})`,
+    ...wanted.map((q) => sql`(select ${cols} from todos where ${eligible} and queue = ${q} and ${states.pending} order by priority desc, created_at, seq)`),
+    sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueDelay})`,
+    sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.expiredLease})`,
+    sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueRetry})`,
   ];
   const candidates = branches.reduce((all, b) => sql`${all} union all ${b}`);
   const [row] = await sql<ClaimedTodo[]>`
@@ -115,7 +124,7 @@ export async function claimNextTodo(
         select t.id from todos t where t.id = c.id and ${claimable(sql, caller.owner, now)}
         for update skip locked
       ) l
-      order by c.created_at, c.seq
+      order by c.priority desc, c.created_at, c.seq
       limit 1
     ), claimed as (
       update todos t set ${claimSet(sql, caller, now, leaseSecs, leaseTokenHash)}

@@ -1,12 +1,27 @@
 // The todo aggregate: row and wire forms, the shared predicates, and every statement on todos.
-export { TODO_STATES, fullTodo, newTodoId, summarizeTodo, type Moved, type TodoRow, type TodoState, type TodoSummary } from './row.ts';
-export { claimable, isPushEligible, leaseExpired, live, liveKey, pushEligible, retryDue } from './predicates.ts';
+export {
+  TODO_STATES,
+  TODO_STATE_FILTERS,
+  detailTodo,
+  fullTodo,
+  isDead,
+  newTodoId,
+  summarizeTodo,
+  type Moved,
+  type TodoDetail,
+  type TodoRow,
+  type TodoState,
+  type TodoStateFilter,
+  type TodoSummary,
+} from './row.ts';
+export { claimable, delayDue, isPushEligible, leaseExpired, live, liveKey, pushEligible, retryDue } from './predicates.ts';
 export { insertEventAndTodo, type EventInput, type NewTodo } from './insert.ts';
 export type { Caller } from './reach.ts';
 export { SELF_TEST_RESULT, claimNextTodo, claimOwnTestTodo, claimTodo, type ClaimedTodo } from './claim.ts';
 export { completeTodo, failTodo, heartbeatTodo, releaseTodo } from './transitions.ts';
-export { reapExpiredLeasesUnscoped, requeueDueRetriesUnscoped } from './sweeps.ts';
-export { getTodo, listTodos, queueStatsUnscoped, todoQueueUnscoped, type ListFilter } from './reads.ts';
+export { reapExpiredLeasesUnscoped, releaseDueDelayedUnscoped, requeueDueRetriesUnscoped } from './sweeps.ts';
+export { cancelTodo, retryTodo, type Canceler } from './operator.ts';
+export { getTodo, listTodos, queueStatsUnscoped, todoQueueUnscoped, type ListFilter, type PageKey } from './reads.ts';
 export {
   RING_BUDGET,
   RING_INTERVALS_SECONDS,

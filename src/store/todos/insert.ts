@@ -35,6 +35,10 @@ export interface NewTodo {
   payload?: unknown;
   idempotencyKey?: string | null;
   maxAttempts?: number;
+  /** Higher is claimed first; default 0. */
+  priority?: number;
+  /** Not claimable, nor rung, before this time (a delayed todo); absent or null: now. */
+  runAt?: Date | null;
   synthetic?: boolean;
 }
 
@@ -72,10 +76,10 @@ export async function insertEventAndTodo(
         returning id
       ), t as (
         insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, idempotency_key,
-                           max_attempts, synthetic, created_at, updated_at)
+                           max_attempts, priority, run_at, synthetic, created_at, updated_at)
         select ${newTodoId()}, ${todo.endpointId}, ${todo.queue}, ${todo.source ?? null}, ${todo.kind ?? null},
                ${todo.title}, ${tx.json((todo.payload ?? {}) as never)}, ev.id, ${key},
-               ${todo.maxAttempts ?? 5}, ${todo.synthetic ?? false}, ${now}, ${now}
+               ${todo.maxAttempts ?? 5}, ${todo.priority ?? 0}, ${todo.runAt ?? null}, ${todo.synthetic ?? false}, ${now}, ${now}
         from ev
         on conflict (endpoint_id, idempotency_key) where ${liveKey(tx)} do nothing
         returning *

@@ -1,8 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { rfc3339 } from '../../domain/time.ts';
 
-export type TodoState = 'pending' | 'claimed' | 'done' | 'failed';
-export const TODO_STATES: readonly TodoState[] = ['pending', 'claimed', 'done', 'failed'];
+export type TodoState = 'pending' | 'claimed' | 'done' | 'failed' | 'canceled';
+export const TODO_STATES: readonly TodoState[] = ['pending', 'claimed', 'done', 'failed', 'canceled'];
+
+/** What a listing may filter on: a state, or `dead` (failed with no retry to come: a dead letter). */
+export type TodoStateFilter = TodoState | 'dead';
+export const TODO_STATE_FILTERS: readonly TodoStateFilter[] = [...TODO_STATES, 'dead'];
+
+/** A dead letter: failed, and no retry is coming. */
+export const isDead = (t: Pick<TodoRow, 'state' | 'next_retry_at'>): boolean => t.state === 'failed' && t.next_retry_at === null;
 
 export interface TodoRow {
   id: string;
@@ -32,6 +39,10 @@ export interface TodoRow {
   synthetic: boolean;
   claimed_session_id: string | null;
   lease_token_hash: string | null;
+  /** Higher is claimed first (-1000..1000, default 0). */
+  priority: number;
+  /** A delayed todo's due time while it waits (pending); null once due. */
+  run_at: Date | null;
 }
 
 /** The compact wire form: everything a listing needs, never the payload. */
@@ -50,6 +61,12 @@ export interface TodoSummary {
   next_retry_at?: string;
   created_at: string;
   payload_size: number;
+  /** Only when not 0. */
+  priority?: number;
+  /** Only while a delayed todo waits. */
+  run_at?: string;
+  /** Only on a dead letter. */
+  dead?: true;
 }
 
 export function summarizeTodo(t: TodoRow): TodoSummary {
@@ -69,12 +86,50 @@ export function summarizeTodo(t: TodoRow): TodoSummary {
   if (t.assignee) out.assignee = t.assignee;
   if (t.state === 'claimed' && t.lease_expires_at) out.lease_expires_at = rfc3339(t.lease_expires_at);
   if (t.state === 'failed' && t.next_retry_at) out.next_retry_at = rfc3339(t.next_retry_at);
+  if (t.priority) out.priority = t.priority;
+  if (t.state === 'pending' && t.run_at) out.run_at = rfc3339(t.run_at);
+  if (isDead(t)) out.dead = true;
   return out;
 }
 
 /** The full form handed over at claim time: the summary plus the payload. */
 export function fullTodo(t: TodoRow): TodoSummary & { payload: unknown } {
   return { ...summarizeTodo(t), payload: t.payload };
+}
+
+/** One todo in full, for its owner: every lifecycle field, the payload and the result. */
+export interface TodoDetail extends Omit<TodoSummary, 'priority' | 'run_at' | 'dead' | 'next_retry_at' | 'lease_expires_at'> {
+  endpoint_id: string;
+  priority: number;
+  /** While a delayed todo waits: when it becomes claimable; null otherwise. */
+  run_at: string | null;
+  /** A dead letter: failed, no retry coming. */
+  dead: boolean;
+  next_retry_at: string | null;
+  lease_expires_at: string | null;
+  claimed_at: string | null;
+  completed_at: string | null;
+  updated_at: string;
+  payload: unknown;
+  result: unknown;
+}
+
+export function detailTodo(t: TodoRow): TodoDetail {
+  const { priority: _p, run_at: _r, dead: _d, next_retry_at: _n, lease_expires_at: _l, ...summary } = summarizeTodo(t);
+  return {
+    ...summary,
+    endpoint_id: t.endpoint_id,
+    priority: t.priority,
+    run_at: t.state === 'pending' ? (rfc3339(t.run_at) ?? null) : null,
+    dead: isDead(t),
+    next_retry_at: rfc3339(t.next_retry_at) ?? null,
+    lease_expires_at: t.state === 'claimed' ? (rfc3339(t.lease_expires_at) ?? null) : null,
+    claimed_at: rfc3339(t.claimed_at) ?? null,
+    completed_at: rfc3339(t.completed_at) ?? null,
+    updated_at: rfc3339(t.updated_at),
+    payload: t.payload,
+    result: t.result ?? null,
+  };
 }
 
 export const newTodoId = (): string => `td_${randomUUID()}`;

@@ -1,6 +1,6 @@
 import type { Sql } from '../../db/connect.ts';
 import { RESERVED_QUEUE } from '../../domain/scope.ts';
-import { leaseExpired, retryDue } from './predicates.ts';
+import { delayDue, leaseExpired, retryDue } from './predicates.ts';
 import type { Moved } from './row.ts';
 import { unclaimSet } from './transitions.ts';
 
@@ -39,6 +39,25 @@ export async function requeueDueRetriesUnscoped(sql: Sql, now: Date, limit = 100
     )
     update todos t set state = 'pending', owner = null, lease_expires_at = null, claimed_at = null,
       next_retry_at = null, updated_at = ${now}
+    from due where t.id = due.id
+    returning t.id, t.endpoint_id, t.queue, t.state`;
+}
+
+/**
+ * Delayed todos whose run_at has passed are released: run_at cleared (so they enter the claim
+ * scan's index and pass the sender gate) and updated_at moved, which is what a todo_ready wakeup
+ * reads as "became ready". They were claimable from run_at already; now they ring.
+ */
+export async function releaseDueDelayedUnscoped(sql: Sql, now: Date, limit = 1000): Promise<Moved[]> {
+  return sql<Moved[]>`
+    with due as materialized (
+      select id from todos
+      where ${delayDue(sql, now)}
+      order by run_at
+      limit ${limit}
+      for update skip locked
+    )
+    update todos t set run_at = null, updated_at = ${now}
     from due where t.id = due.id
     returning t.id, t.endpoint_id, t.queue, t.state`;
 }

@@ -305,10 +305,10 @@ describe('listTodos', () => {
     const b = await push(c, 'b', { queue: 'inbox' });
     await push(other, 'other');
     await insertEventAndTodo(sql, operatorEvent, { endpointId: c.endpointId, queue: 'reviews', title: 'self-test', synthetic: true }, clock.now());
-    expect((await listTodos(sql, c.endpointId, { limit: 50 })).map((t) => t.id)).toEqual([b.todo.id, a.todo.id]);
-    expect((await listTodos(sql, c.endpointId, { limit: 50, queue: 'inbox' })).map((t) => t.id)).toEqual([b.todo.id]);
+    expect((await listTodos(sql, c.endpointId, { limit: 50 })).rows.map((t) => t.id)).toEqual([b.todo.id, a.todo.id]);
+    expect((await listTodos(sql, c.endpointId, { limit: 50, queue: 'inbox' })).rows.map((t) => t.id)).toEqual([b.todo.id]);
     await claimTodo(sql, c, a.todo.id, 60, clock.now());
-    expect((await listTodos(sql, c.endpointId, { limit: 50, state: 'claimed' })).map((t) => t.id)).toEqual([a.todo.id]);
-    expect(await listTodos(sql, c.endpointId, { limit: 1 })).toHaveLength(1);
+    expect((await listTodos(sql, c.endpointId, { limit: 50, state: 'claimed' })).rows.map((t) => t.id)).toEqual([a.todo.id]);
+    expect((await listTodos(sql, c.endpointId, { limit: 1 })).rows).toHaveLength(1);
   });
 });

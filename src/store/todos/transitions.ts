@@ -22,6 +22,7 @@ async function transitionHeld(
     returning *, event_id::text as event_id`;
   if (row) return row;
   throw await refusal(sql, caller, id, (current) => {
+    if (current.state === 'canceled') return `cannot ${what} todo ${id}: it was canceled, so this endpoint no longer holds its claim`;
     if (current.state !== 'claimed' || current.owner !== caller.owner) return `cannot ${what} todo ${id}: this endpoint does not hold its claim`;
     return current.lease_token_hash
       ? `cannot ${what} todo ${id}: its claim is fenced and lease_token is missing or wrong`
