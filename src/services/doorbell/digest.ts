@@ -28,7 +28,8 @@ export function digestDoorbell(backlog: readonly BacklogTodo[], reason: DigestRe
   const n = backlog.length;
   const content =
     `Switchboard digest: ${n} todo${n === 1 ? '' : 's'} waiting (${counts}); the oldest has waited ${age(now.getTime() - oldest)}. ` +
-    'Drain them: call claim_next until it answers {"empty": true}.';
+    'Take them singly: call claim_next to claim a single todo, do its work, complete it (or fail or release it), then call claim_next again, until it answers {"empty": true}. ' +
+    'Do not claim several at a time: each claim holds its own 300 s lease.';
   return {
     jsonrpc: '2.0',
     method: CHANNEL_METHOD,
