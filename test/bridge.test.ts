@@ -89,7 +89,7 @@ interface Bridge {
 const urlOf = (e: Vended) => `http://127.0.0.1:${relay.port}/mcp/${e.slug}`;
 
 /** The bridge for `e` under the SDK's stdio client, resolved once its notification stream is open on `on`. */
-async function bridge(e: Vended, on: TestApp = app): Promise<Bridge> {
+async function bridge(e: Vended, on: TestApp | null = app): Promise<Bridge> {
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: [SWITCHBOARD_BIN, 'bridge', '--url', urlOf(e)],
@@ -132,7 +132,7 @@ async function bridge(e: Vended, on: TestApp = app): Promise<Bridge> {
     },
   };
   bridges.push(b);
-  await streamOpen(e, on);
+  if (on) await streamOpen(e, on);
   return b;
 }
 
@@ -235,6 +235,32 @@ describe('switchboard bridge on stdio', () => {
     expect(b.stderr()).toMatch(/no longer knows this session; starting a new one/);
   }, 30_000);
 
+  it('starts while the server is unreachable: the client is answered, calls fail at once, and once connected the tools are announced again and doorbells flow', async () => {
+    const e = await vend(api, { name: 'cold', queues: ['reviews'] });
+    relay.to(null);
+    try {
+      const b = await bridge(e, null);
+      expect(b.client.getServerCapabilities()).toMatchObject({ experimental: { 'claude/channel': {} } });
+      expect(b.client.getInstructions()).toMatch(/not reachable when this session started/);
+      const list = await b.client.listTools().catch((err: unknown) => err);
+      expect(list).toBeInstanceOf(McpError);
+      expect((list as McpError).message).toMatch(/switchboard unreachable, retrying/);
+      const t0 = Date.now();
+      const call = await b.call('presence');
+      expect(Date.now() - t0).toBeLessThan(5_000);
+      expect(call).toMatchObject({ isError: true, text: expect.stringMatching(/^switchboard unreachable, retrying .*the call was not sent/) });
+
+      relay.to(portOf(app));
+      await streamOpen(e, app);
+      await until(() => b.heard.some((n) => n.method === 'notifications/tools/list_changed'), 'tools/list_changed on stdio', 10_000);
+      expect((await b.client.listTools()).tools.map((t) => t.name)).toContain('claim');
+      const todo = await push(api, e, { title: 'after the cold start', queue: 'reviews' });
+      await until(() => channel(b).some((n) => n.params.meta.todo_id === todo.id), 'the doorbell');
+    } finally {
+      relay.to(portOf(app));
+    }
+  }, 40_000);
+
   it('ends its session and exits 0 when stdin closes', async () => {
     const e = await vend(api, { name: 'closing', queues: ['reviews'] });
     const b = await bridge(e);
@@ -302,6 +328,7 @@ describe('switchboard bridge refuses a bad start', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('SWITCHBOARD_AGENT_TOKEN');
     expect(r.stdout).toContain('--dangerously-load-development-channels server:switchboard');
-    expect(r.stdout).toContain('"args":["switchboard","bridge","--url","<mcp_url>"]');
+    expect(r.stdout).toContain(`"command":"node",\n    "args":[${JSON.stringify(SWITCHBOARD_BIN)},"bridge","--url","<mcp_url>"],`);
+    expect(r.stdout).toContain('"env":{"SWITCHBOARD_AGENT_TOKEN":"${SWITCHBOARD_AGENT_TOKEN}"}');
   });
 });

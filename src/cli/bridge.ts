@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { fileURLToPath } from 'node:url';
 import { ENDPOINT_CREDENTIAL_PREFIX, PERSONAL_TOKEN_PREFIX } from '../lib/secrets.ts';
 import type { CliContext } from './context.ts';
 import { usageError } from './output.ts';
@@ -6,6 +7,9 @@ import { usageError } from './output.ts';
 export const AGENT_TOKEN_ENV = 'SWITCHBOARD_AGENT_TOKEN';
 
 const looksLikeToken = (s: string): boolean => /sb[kp]_/i.test(s);
+
+/** This checkout's entry point, as .mcp.json must name it (the package is not published to npm). */
+const BIN = fileURLToPath(new URL('../../bin/switchboard.js', import.meta.url));
 
 const HELP = `
 The credential is read from the environment, never from the command line (where ps and shell
@@ -19,20 +23,21 @@ Claude Code shows doorbells only from channel servers it was told to load at lau
 2.1.80+, signed in with claude.ai). With the entry below in a project's .mcp.json, start it with:
   claude --dangerously-load-development-channels server:switchboard
 
-.mcp.json (the server key, "switchboard", is the name in server:switchboard):
-  {"mcpServers":{"switchboard":{"command":"npx","args":["switchboard","bridge","--url","<mcp_url>"],
+.mcp.json (the key "switchboard" is the name in server:switchboard):
+  {"mcpServers":{"switchboard":{"command":"node",
+    "args":[${JSON.stringify(BIN)},"bridge","--url","<mcp_url>"],
     "env":{"${AGENT_TOKEN_ENV}":"\${${AGENT_TOKEN_ENV}}"}}}}
-"npx switchboard" runs the command from this checkout's node_modules/.bin when the project is
-inside it; from anywhere else use the checkout's own entry point instead:
-  "command":"node","args":["/path/to/switchboard/bin/switchboard.js","bridge","--url","<mcp_url>"]
-Claude Code expands \${${AGENT_TOKEN_ENV}} from its own environment, so export it before
-starting claude (or write the credential there in a .mcp.json kept out of version control).
+The package is not published to npm, so name this checkout's bin/switchboard.js (dependencies
+installed with npm ci). With switchboard on PATH (npm link in the checkout, or npm install -g
+<checkout>), "command":"switchboard","args":["bridge","--url","<mcp_url>"] works too; plain
+"npx switchboard" works only inside the checkout. Claude Code expands \${${AGENT_TOKEN_ENV}}
+from its own environment: export it before starting claude.
 
 What it does: tools/list and tools/call go to the Switchboard endpoint, answers and errors come
 back as they are; every notifications/claude/channel the server sends (doorbells, digests,
 self-test rings) is passed on. If the server goes away it reconnects (0.5 s doubling to 15 s),
 starting a new session when the old one is gone; a tool call meanwhile answers "switchboard
-unreachable, retrying" at once. Check the whole loop with the test_doorbell tool.
+unreachable, retrying" at once. Prove the whole loop with the test_doorbell tool.
 
 Example:
   export ${AGENT_TOKEN_ENV}=sbk_...
