@@ -18,7 +18,6 @@ import {
   counts,
   db,
   doorbellsFor,
-  github,
   type Minted,
   type Notification,
   post,
