@@ -79,7 +79,7 @@ export function connectInstructions(input: ConnectInput): ConnectInstructions {
       launch,
       notes: [
         'The bridge is `switchboard bridge`, a local stdio MCP server: it relays the tools to this endpoint over HTTP and hands each doorbell to Claude Code as a channel message.',
-        'The `switchboard` command must be on the PATH Claude Code starts it from: run `npm link` once in the Switchboard checkout (or `npm install -g <path to the checkout>`). The package is not on the npm registry, so `npx switchboard` works only inside the checkout or after that install.',
+        'The `switchboard` command must be on the PATH Claude Code starts it from: run `npm link` once in the Switchboard checkout (or `npm install -g <path to the checkout>`), or make the entry `"command": "node"` with the checkout\'s `bin/switchboard.js` first in `args`. The package is not on the npm registry, so `npx switchboard` works only inside the checkout.',
         `Doorbells need Claude Code ${CHANNELS_MIN_VERSION} or later, signed in with a claude.ai account (not an API key), and the channel named at every launch: \`${launch}\`. Without the flag the tools work and no doorbell is ever heard.`,
       ],
     },
