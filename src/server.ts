@@ -165,6 +165,8 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
     reads: s.boardReads,
     selfTests: s.selfTests,
     webhooks: s.webhooks,
+    hooks: s.hooks,
+    todos: s.todos,
     oidc: s.oidc,
     authFailures,
   });

@@ -23,7 +23,7 @@ import {
 useBoardSuite();
 
 describe('the endpoint card', () => {
-  it('clock out shows off shift and held todos; a bad until or shift is shown inline; a valid shift is stored canonically', async () => {
+  it('clock out shows out (operator) and held todos; a bad until or shift is shown inline; a valid shift is stored canonically', async () => {
     const e = await vend(alice, 'presence-bot');
     await push(alice, e.slug, 'waits for the agent');
     const b = await signedIn(alice);
@@ -31,8 +31,10 @@ describe('the endpoint card', () => {
     expect(out.status).toBe(303);
     expect(out.headers.get('location')).toBe(`/endpoints/${e.id}`);
     const cardPage = await b.get(`/endpoints/${e.id}`);
-    expect(cardPage.text).toContain('off shift');
-    expect(cardPage.text).toMatch(/out · set by a human · until clocked in/);
+    expect(cardPage.text).toContain('<span class="badge presence-badge">out</span>');
+    // No shift is set, so the card never says "off shift".
+    expect(cardPage.text).not.toContain('off shift');
+    expect(cardPage.text).toMatch(/<span class="presence-source">operator<\/span> · <span class="presence-reason">clocked out by a human<\/span> · until clocked in/);
     const todos = await b.get('/todos');
     expect(todos.text).toContain('held until clocked in');
 
@@ -107,7 +109,7 @@ describe('the endpoint card', () => {
     expect(page).toContain(`href="/endpoints/${e.id}#report"`);
     await b2.post(`/endpoints/${e.id}/presence`, { presence: 'out', csrf_token: b2.csrfToken });
     page = (await b2.get(`/endpoints/${e.id}`)).text;
-    expect(page).toContain('off shift');
+    expect(page).toContain('<span class="badge presence-badge">out</span>');
     expect(page).not.toContain('rings reach it but nothing acts on them');
   });
 
@@ -123,6 +125,7 @@ describe('the endpoint card', () => {
       presence: { presence: 'in', source: 'default', until: null },
       mcpUrl: 'http://x/mcp/deaf-1',
       sessions: [{ id: 's', client: 'c 1', stream: true, unheard: false, deaf: true }],
+      counts: { pending: 0, claimed: 0 },
     };
     expect(card(base, s, now).value).toContain('Deaf consumer: 1 attached session receives nothing');
     expect(card({ ...base, presence: { presence: 'out', source: 'operator', until: null } }, s, now).value).not.toContain('Deaf consumer');
@@ -167,7 +170,7 @@ describe('the endpoint card', () => {
     expect(revoked.status).toBe(303);
     expect(revoked.headers.get('location')).toBe(`/endpoints/${id}`);
     expect((await presenceRow(id)).state).toBe('revoked');
-    expect((await b.get(`/endpoints/${id}`)).text).toContain('Endpoint killed');
+    expect((await b.get(`/endpoints/${id}`)).text).toContain('Endpoint revoked');
     expect((await b.post(`/endpoints/${id}/presence`, { presence: 'out', csrf_token: b.csrfToken })).status).toBe(409);
     expect((await b.post(`/endpoints/${id}/revoke`, { csrf_token: b.csrfToken })).status).toBe(409);
   });

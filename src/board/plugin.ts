@@ -10,6 +10,8 @@ import type { AuthFailures } from '../web/auth-failures.ts';
 import { sendBoardError, sendPage } from './error-page.ts';
 import { RateLimiter } from '../lib/rate-limit.ts';
 import type { Webhooks } from '../services/webhooks.ts';
+import type { NotifyHooks } from '../services/notify-hooks.ts';
+import type { TodoService } from '../services/todos.ts';
 import type { Logger } from '../lib/log.ts';
 import { writeEventStreamHead } from '../lib/sse.ts';
 import type { SessionInfo } from './views/endpoints.ts';
@@ -21,7 +23,9 @@ import { csrfValid } from './csrf.ts';
 import { HTMX_ASSET, messagePage } from './pages.ts';
 import { BoardEvents } from './sse.ts';
 import { field, formOf, parseForm } from './form.ts';
-import { registerEndpointRoutes } from './routes/endpoints.ts';
+import { endpointRenderer, registerEndpointRoutes } from './routes/endpoints.ts';
+import { registerHookRoutes } from './routes/hooks.ts';
+import { registerTodoActionRoutes } from './routes/todo-actions.ts';
 import { registerSignInRoutes } from './routes/sign-in.ts';
 import { registerTodoRoutes } from './routes/todos.ts';
 import { CONNECT_GUIDE_PATH } from '../domain/guides.ts';
@@ -47,6 +51,8 @@ export interface BoardDeps {
   reads: BoardReads;
   selfTests: SelfTests;
   webhooks: Webhooks;
+  hooks: NotifyHooks;
+  todos: TodoService;
   /** How often live updates look for changes (default 2 s). */
   eventsPollMs?: number;
   /** Sign-in through an OpenID Connect provider; null when SWITCHBOARD_OIDC_ISSUER is unset. */
@@ -67,7 +73,8 @@ declare module 'fastify' {
 /**
  * The board: server-rendered pages for the humans who own endpoints, behind a session cookie and
  * a CSRF token on every state-changing form. It calls the same store functions and services as
- * /api/v1 (vend, revoke, presence, shift, self-test), so every decision is made in one place.
+ * /api/v1 (vend, revoke, presence, shift, self-test, push, webhooks, notify hooks), so every
+ * decision is made in one place.
  */
 export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
   const { clock, log, humans } = deps;
@@ -158,7 +165,10 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
 
     registerSignInRoutes(board, { ...deps, onSignOut: (token) => events.closeSession(hashSecret(token)) });
     registerEndpointRoutes(board, deps);
+    const { renderEndpoint } = endpointRenderer(deps);
+    registerHookRoutes(board, { ...deps, renderEndpoint });
     registerTodoRoutes(board, deps);
+    registerTodoActionRoutes(board, { ...deps, renderEndpoint });
 
     // -------------------------------------------------------------------------------------------
     // Live updates

@@ -1,18 +1,21 @@
 import {
+  countEndpointTodos,
   countHumanTodos,
   getHumanTodo,
   latestSelfTests,
   listHumanTodos,
   todoChangesSince,
+  type ClaimingClient,
   type HumanTodoRow,
   type TodoChange,
+  type TodoCount,
 } from '../store/board.ts';
 import type { SelfTestRow } from '../store/selftests.ts';
 import type { TodoRow, TodoState } from '../store/todos/index.ts';
 import type { ServiceBase } from './base.ts';
 
-export type { HumanTodoRow, SelfTestRow, TodoChange };
-export type HumanTodo = TodoRow & { endpoint_slug: string; agent_name: string };
+export type { ClaimingClient, HumanTodoRow, SelfTestRow, TodoChange, TodoCount };
+export type HumanTodo = TodoRow & { endpoint_slug: string; agent_name: string } & ClaimingClient;
 
 /**
  * The board's reads across one human's endpoints (todos, counts, changes, latest self-tests).
@@ -21,13 +24,19 @@ export type HumanTodo = TodoRow & { endpoint_slug: string; agent_name: string };
 export class BoardReads {
   constructor(private readonly base: Pick<ServiceBase, 'sql'>) {}
 
-  todos(humanId: string, f: { state?: TodoState; queue?: string; limit: number }): Promise<HumanTodoRow[]> {
+  /** Newest first; `endpointId` (one of the human's) narrows to one endpoint. */
+  todos(humanId: string, f: { endpointId?: string; state?: TodoState; queue?: string; limit: number }): Promise<HumanTodoRow[]> {
     return listHumanTodos(this.base.sql, humanId, f);
   }
 
-  /** How many of the human's todos are in each (state, queue). */
-  todoCounts(humanId: string): Promise<{ state: TodoState; queue: string; n: number }[]> {
+  /** How many of the human's todos are in each (endpoint, state, queue). */
+  todoCounts(humanId: string): Promise<TodoCount[]> {
     return countHumanTodos(this.base.sql, humanId);
+  }
+
+  /** Pending and claimed todos of each given endpoint of the human's (absent: none). */
+  endpointCounts(humanId: string, endpointIds: readonly string[]): Promise<Map<string, { pending: number; claimed: number }>> {
+    return countEndpointTodos(this.base.sql, humanId, endpointIds);
   }
 
   /** One of the human's todos, or null (another human's answers the same). */

@@ -28,7 +28,18 @@ export type HumanTodoRow = Pick<
   | 'created_at'
   | 'updated_at'
   | 'payload_size'
-> & { endpoint_slug: string; agent_name: string };
+  | 'claimed_session_id'
+> & { endpoint_slug: string; agent_name: string } & ClaimingClient;
+
+/** The claiming MCP session's client, while its row lasts (mcp_sessions holds client info per session). */
+export interface ClaimingClient {
+  claimed_client_name: string | null;
+  claimed_client_version: string | null;
+}
+
+/** The claiming session's client columns; `t` is todos, joined within its own endpoint. */
+const claimingClient = (sql: Sql) => sql`
+  left join mcp_sessions s on s.id = t.claimed_session_id and s.endpoint_id = t.endpoint_id`;
 
 const ownedTodo = (sql: Sql, humanId: string) => sql`
   a.owner_human_id = ${humanId} and not t.synthetic and t.queue <> ${RESERVED_QUEUE}`;
@@ -37,35 +48,64 @@ const ownedTodo = (sql: Sql, humanId: string) => sql`
 export async function listHumanTodos(
   sql: Sql,
   humanId: string,
-  f: { state?: TodoState; queue?: string; limit: number },
+  f: { endpointId?: string; state?: TodoState; queue?: string; limit: number },
 ): Promise<HumanTodoRow[]> {
   return sql<HumanTodoRow[]>`
     select t.id, t.endpoint_id, t.queue, t.source, t.kind, t.title, t.state, t.owner, t.attempt, t.max_attempts,
-      t.lease_expires_at, t.next_retry_at, t.created_at, t.updated_at, t.payload_size,
-      e.slug as endpoint_slug, a.name as agent_name
-    from todos t join endpoints e on e.id = t.endpoint_id join agents a on a.id = e.agent_id
+      t.lease_expires_at, t.next_retry_at, t.created_at, t.updated_at, t.payload_size, t.claimed_session_id,
+      e.slug as endpoint_slug, a.name as agent_name, s.client_name as claimed_client_name, s.client_version as claimed_client_version
+    from todos t join endpoints e on e.id = t.endpoint_id join agents a on a.id = e.agent_id ${claimingClient(sql)}
     where ${ownedTodo(sql, humanId)}
+      ${f.endpointId ? sql`and t.endpoint_id = ${f.endpointId}` : sql``}
       ${f.state ? sql`and t.state = ${f.state}` : sql``}
       ${f.queue ? sql`and t.queue = ${f.queue}` : sql``}
     order by t.created_at desc, t.seq desc
     limit ${f.limit}`;
 }
 
-/** How many of the human's todos are in each (state, queue): the filter links' counts. */
-export async function countHumanTodos(sql: Sql, humanId: string): Promise<{ state: TodoState; queue: string; n: number }[]> {
-  return sql<{ state: TodoState; queue: string; n: number }[]>`
-    select t.state, t.queue, count(*)::int as n
+export interface TodoCount {
+  endpoint_id: string;
+  endpoint_slug: string;
+  state: TodoState;
+  queue: string;
+  n: number;
+}
+
+/** How many of the human's todos are in each (endpoint, state, queue): the filter links' counts. */
+export async function countHumanTodos(sql: Sql, humanId: string): Promise<TodoCount[]> {
+  return sql<TodoCount[]>`
+    select t.endpoint_id, e.slug as endpoint_slug, t.state, t.queue, count(*)::int as n
     from todos t join endpoints e on e.id = t.endpoint_id join agents a on a.id = e.agent_id
     where ${ownedTodo(sql, humanId)}
-    group by t.state, t.queue order by t.queue, t.state`;
+    group by t.endpoint_id, e.slug, t.state, t.queue order by e.slug, t.queue, t.state`;
+}
+
+/** Pending and claimed todos of each of the human's given endpoints (the cards' counts). */
+export async function countEndpointTodos(
+  sql: Sql,
+  humanId: string,
+  endpointIds: readonly string[],
+): Promise<Map<string, { pending: number; claimed: number }>> {
+  const out = new Map<string, { pending: number; claimed: number }>();
+  if (endpointIds.length === 0) return out;
+  const rows = await sql<{ endpoint_id: string; pending: number; claimed: number }[]>`
+    select t.endpoint_id,
+      count(*) filter (where t.state = 'pending')::int as pending,
+      count(*) filter (where t.state = 'claimed')::int as claimed
+    from todos t join endpoints e on e.id = t.endpoint_id join agents a on a.id = e.agent_id
+    where t.endpoint_id = any(${sql.array([...endpointIds])}::uuid[]) and t.state in ('pending', 'claimed') and ${ownedTodo(sql, humanId)}
+    group by t.endpoint_id`;
+  for (const r of rows) out.set(r.endpoint_id, { pending: r.pending, claimed: r.claimed });
+  return out;
 }
 
 /** One of the human's todos with its payload and result; another human's answers like a missing one. */
-export async function getHumanTodo(sql: Sql, humanId: string, id: string): Promise<(TodoRow & { endpoint_slug: string; agent_name: string }) | null> {
+export async function getHumanTodo(sql: Sql, humanId: string, id: string): Promise<(TodoRow & { endpoint_slug: string; agent_name: string } & ClaimingClient) | null> {
   if (!isTodoId(id)) return null;
-  const [row] = await sql<(TodoRow & { endpoint_slug: string; agent_name: string })[]>`
-    select t.*, t.event_id::text as event_id, e.slug as endpoint_slug, a.name as agent_name
-    from todos t join endpoints e on e.id = t.endpoint_id join agents a on a.id = e.agent_id
+  const [row] = await sql<(TodoRow & { endpoint_slug: string; agent_name: string } & ClaimingClient)[]>`
+    select t.*, t.event_id::text as event_id, e.slug as endpoint_slug, a.name as agent_name,
+      s.client_name as claimed_client_name, s.client_version as claimed_client_version
+    from todos t join endpoints e on e.id = t.endpoint_id join agents a on a.id = e.agent_id ${claimingClient(sql)}
     where t.id = ${id} and ${ownedTodo(sql, humanId)}`;
   return row ?? null;
 }

@@ -17,7 +17,19 @@ import type { BoardSession } from '../auth.ts';
 import { sendPage } from '../error-page.ts';
 import { field, fieldErrorOf, fields, formOf, isInvalid } from '../form.ts';
 import { path } from '../html.ts';
-import { alreadyVendedPage, endpointPage, endpointsPage, revokeConfirmPage, vendedPage, type CardData, type CardErrors, type ReportView, type SessionInfo } from '../views/endpoints.ts';
+import {
+  alreadyVendedPage,
+  endpointPage,
+  endpointsPage,
+  revokeConfirmPage,
+  vendedPage,
+  type CardData,
+  type CardErrors,
+  type EndpointForms,
+  type ReportView,
+  type SessionInfo,
+} from '../views/endpoints.ts';
+import type { NotifyHooks } from '../../services/notify-hooks.ts';
 
 export interface EndpointRouteDeps {
   clock: Clock;
@@ -26,9 +38,63 @@ export interface EndpointRouteDeps {
   sessionsOf: (endpointIds: readonly string[]) => Promise<Map<string, SessionInfo[]>>;
   endpoints: EndpointService;
   operatorPresence: OperatorPresence;
-  reads: Pick<BoardReads, 'latestSelfTests'>;
+  reads: Pick<BoardReads, 'latestSelfTests' | 'endpointCounts'>;
   selfTests: SelfTests;
   webhooks: Webhooks;
+  hooks: Pick<NotifyHooks, 'list'>;
+}
+
+export interface EndpointPageOptions {
+  errs?: CardErrors;
+  reportError?: string;
+  forms?: EndpointForms;
+}
+
+/** The endpoint pages, rendered the same way by every route that answers with one (a refused form included). */
+export function endpointRenderer(deps: EndpointRouteDeps) {
+  const now = () => deps.clock.now();
+
+  const cardsOf = async (humanId: string, rows: readonly Endpoint[]): Promise<CardData[]> => {
+    const ids = rows.map((e) => e.id);
+    const [sessions, counts] = await Promise.all([deps.sessionsOf(ids), deps.reads.endpointCounts(humanId, ids)]);
+    return rows.map((e) => ({
+      endpoint: e,
+      presence: effective(inputsOf(e), now()),
+      mcpUrl: mcpUrl(deps.baseUrl(), e.slug),
+      sessions: sessions.get(e.id) ?? [],
+      counts: counts.get(e.id) ?? { pending: 0, claimed: 0 },
+    }));
+  };
+
+  async function renderEndpoints(reply: FastifyReply, s: BoardSession, status: number, opts: Parameters<typeof endpointsPage>[4] = {}) {
+    const rows = await deps.endpoints.listOwn(s.human.id);
+    const active = rows.filter((e) => e.state === 'active');
+    const revoked = rows.filter((e) => e.state !== 'active');
+    return sendPage(reply, status, endpointsPage(s, await cardsOf(s.human.id, active), revoked, now(), opts));
+  }
+
+  async function renderEndpoint(reply: FastifyReply, s: BoardSession, e: Endpoint, status: number, opts: EndpointPageOptions = {}) {
+    const [latest] = await deps.reads.latestSelfTests([e.id]);
+    let report: ReportView | null = null;
+    if (latest) {
+      const r = await deps.selfTests.report(e.id, latest.test_id);
+      report = { ...r, started_at: latest.created_at };
+    }
+    const [[card], webhooks, events, hooks] = await Promise.all([cardsOf(s.human.id, [e]), deps.webhooks.list(e.id), deps.webhooks.events(e.id, 5), deps.hooks.list(e.id)]);
+    const page = endpointPage(s, card!, now(), {
+      report,
+      reportError: opts.reportError,
+      webhooks,
+      events,
+      hooks,
+      errs: opts.errs,
+      forms: opts.forms,
+      live: status === 200 && !opts.errs && !opts.reportError && !opts.forms,
+    });
+    return sendPage(reply, status, page);
+  }
+
+  return { renderEndpoints, renderEndpoint };
 }
 
 const VEND_REQUEST = /^[A-Za-z0-9_-]{16,64}$/;
@@ -55,39 +121,7 @@ function parseUntil(raw: string | undefined, now: Date): Date | null {
 export function registerEndpointRoutes(board: FastifyInstance, deps: EndpointRouteDeps): void {
   const now = () => deps.clock.now();
 
-  const cardsOf = async (rows: readonly Endpoint[]): Promise<CardData[]> => {
-    const sessions = await deps.sessionsOf(rows.map((e) => e.id));
-    return rows.map((e) => ({
-      endpoint: e,
-      presence: effective(inputsOf(e), now()),
-      mcpUrl: mcpUrl(deps.baseUrl(), e.slug),
-      sessions: sessions.get(e.id) ?? [],
-    }));
-  };
-
-  async function renderEndpoints(reply: FastifyReply, s: BoardSession, status: number, opts: Parameters<typeof endpointsPage>[3] = {}) {
-    const rows = await deps.endpoints.listOwn(s.human.id);
-    return sendPage(reply, status, endpointsPage(s, await cardsOf(rows), now(), opts));
-  }
-
-  async function renderEndpoint(reply: FastifyReply, s: BoardSession, e: Endpoint, status: number, opts: { errs?: CardErrors; reportError?: string } = {}) {
-    const [latest] = await deps.reads.latestSelfTests([e.id]);
-    let report: ReportView | null = null;
-    if (latest) {
-      const r = await deps.selfTests.report(e.id, latest.test_id);
-      report = { ...r, started_at: latest.created_at };
-    }
-    const [card] = await cardsOf([e]);
-    const page = endpointPage(s, card!, now(), {
-      report,
-      reportError: opts.reportError,
-      webhooks: await deps.webhooks.list(e.id),
-      events: await deps.webhooks.events(e.id, 5),
-      errs: opts.errs,
-      live: status === 200 && !opts.errs && !opts.reportError,
-    });
-    return sendPage(reply, status, page);
-  }
+  const { renderEndpoints, renderEndpoint } = endpointRenderer(deps);
 
   /** One of the caller's endpoints that is still active; another human's answers like a missing one. */
   const activeEndpoint = (req: FastifyRequest): Promise<Endpoint> => deps.endpoints.requireOwnActive(humanOf(req).human.id, idParam(req));

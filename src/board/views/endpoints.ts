@@ -9,6 +9,9 @@ import type { ConnectInstructions } from '../../domain/connect-instructions.ts';
 import { connectSection } from './connect.ts';
 import { hintWithLinks } from './docs.ts';
 import { ago, chips, csrfField, fieldError, page, time, untilTime, type FieldError } from './layout.ts';
+import { notifyHooksSection, webhooksSection, type HookForm, type HookView, type WebhookForm, type WebhookView } from './hooks.ts';
+import { pushSection, type PushForm } from './push.ts';
+import { presenceReason } from '../../domain/presence-words.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Endpoint card
@@ -26,6 +29,8 @@ export interface CardData {
   presence: EffectivePresence;
   mcpUrl: string;
   sessions: SessionInfo[];
+  /** Its pending todos and those claimed (held by an agent under a lease). */
+  counts: { pending: number; claimed: number };
 }
 
 export interface CardErrors {
@@ -35,22 +40,27 @@ export interface CardErrors {
   shiftValue?: string;
 }
 
-const SOURCE_TEXT: Record<EffectivePresence['source'], string> = {
-  default: 'no shift and no override',
-  shift: 'by its shift',
-  agent: 'set by the agent',
-  operator: 'set by a human',
-};
-
+/**
+ * Presence in the one vocabulary (domain/presence-words.ts): the badge is `in` or `out`, then its
+ * source as the API names it and the reason in words ("on shift" only when the shift decides).
+ */
 export function presenceLine(p: EffectivePresence): Html {
-  const label = p.presence === 'in' ? 'on shift' : 'off shift';
   const until = p.until ? html`until ${untilTime(p.until)}` : p.presence === 'out' ? html`until clocked in` : html`no end`;
-  return html`<p class="presence presence-${p.presence}"><span class="badge presence-badge">${label}</span> <span class="presence-detail">${p.presence} · ${SOURCE_TEXT[p.source]} · ${until}</span></p>`;
+  return html`<p class="presence presence-${p.presence}"><span class="badge presence-badge">${p.presence}</span> <span class="presence-detail"><span class="presence-source">${p.source}</span> · <span class="presence-reason">${presenceReason(p)}</span> · ${until}</span></p>`;
 }
 
 /** The held-todo wording: "held until <time>" or "held until clocked in". */
 export function heldText(p: EffectivePresence): Html {
   return p.until ? html`held until ${untilTime(p.until)}` : html`held until clocked in`;
+}
+
+/** "2 pending · 1 claimed", each a link to those todos; pending ones of an endpoint that is out are held. */
+function todoCounts(c: CardData): Html {
+  const e = c.endpoint;
+  const link = (state: 'pending' | 'claimed', n: number) =>
+    html`<a class="${state}-count" href="${withQuery('/todos', { endpoint: e.id, state })}">${n} ${state}</a>`;
+  const held = e.state === 'active' && c.presence.presence === 'out' && c.counts.pending > 0 ? html` <span class="held">(${heldText(c.presence)})</span>` : '';
+  return html`${link('pending', c.counts.pending)}${held} · ${link('claimed', c.counts.claimed)}`;
 }
 
 function cardStatus(c: CardData, now: Date): Html {
@@ -61,7 +71,7 @@ function cardStatus(c: CardData, now: Date): Html {
   const deaf = c.sessions.filter((s) => s.deaf).length;
   const unheard = c.sessions.filter((s) => s.unheard).length;
   return html`<div class="card-status" id="status-${e.id}" data-live>
-${active ? presenceLine(c.presence) : html`<p class="presence"><span class="badge">revoked</span> ${time(e.revoked_at)}</p>`}
+${active ? presenceLine(c.presence) : html`<p class="presence"><span class="badge state-revoked">revoked</span> ${time(e.revoked_at)}</p>`}
 ${warn && deaf > 0 ? html`<p class="warn deaf-warning" role="status">Deaf consumer: ${deaf} attached session${deaf === 1 ? '' : 's'} receive${deaf === 1 ? 's' : ''} nothing (the last doorbell writes failed).</p>` : ''}
 ${
   warn && unheard > 0
@@ -70,6 +80,7 @@ ${
 }
 <dl class="facts">
   <dt>Slug</dt><dd><code>${e.slug}</code></dd>
+  <dt>Todos</dt><dd class="todo-counts">${todoCounts(c)}</dd>
   <dt>Queues</dt><dd>${chips(e.scope_queues)}</dd>
   <dt>Verbs</dt><dd>${chips(e.scope_verbs)}</dd>
   <dt>MCP URL</dt><dd><code class="mcp-url">${c.mcpUrl}</code></dd>
@@ -131,7 +142,7 @@ ${
     ? html`<form class="inline" method="post" action="${path('/endpoints', id, 'self-test')}">${csrfField(s)}<button type="submit" class="selftest">Run self-test</button></form>`
     : ''
 }
-<a class="danger" href="${path('/endpoints', id, 'revoke')}">Revoke…</a>
+<p class="links"><a href="${path('/endpoints', id)}#push">Push a todo</a> · <a href="${path('/endpoints', id)}#webhooks">Webhooks</a> · <a href="${path('/endpoints', id)}#notify-hooks">Notify hooks</a> · <a class="danger" href="${path('/endpoints', id, 'revoke')}">Revoke…</a></p>
 </div>`;
 }
 
@@ -140,10 +151,10 @@ export function card(c: CardData, s: BoardSession, now: Date, errs: CardErrors =
   return html`<article class="card${e.state === 'active' ? '' : ' revoked'}" id="endpoint-${e.id}">
 <header class="card-head">
   <h2><a href="${path('/endpoints', e.id)}">${e.agent_name}</a></h2>
-  <span class="badge state state-${e.state}">${e.state === 'active' ? 'live' : 'revoked'}</span>
+  <span class="badge state state-${e.state}">${e.state}</span>
 </header>
 ${cardStatus(c, now)}
-${e.state === 'active' ? cardControls(c, s, errs, home) : html`<p class="muted">Endpoint killed ${time(e.revoked_at)}. Its history stays readable.</p>`}
+${e.state === 'active' ? cardControls(c, s, errs, home) : html`<p class="muted">Endpoint revoked ${time(e.revoked_at)}. Its history stays readable.</p>`}
 </article>`;
 }
 
@@ -181,12 +192,33 @@ function vendSection(s: BoardSession, f: VendForm): Html {
 </section>`;
 }
 
-export function endpointsPage(s: BoardSession, cards: CardData[], now: Date, opts: { vend?: VendForm; errorsFor?: { id: string; errs: CardErrors } } = {}): string {
+/** Revoked endpoints: one short line each (name, slug, when), their cards one click away. */
+function revokedSection(revoked: readonly Endpoint[]): Html {
+  if (revoked.length === 0) return html``;
+  return html`<section class="revoked-list" id="revoked">
+<h2>Revoked <span class="count">${revoked.length}</span></h2>
+<table><thead><tr><th>Name</th><th>Slug</th><th>Revoked at</th></tr></thead><tbody>
+${revoked.map(
+  (e) => html`<tr class="revoked-row" id="revoked-${e.id}"><td><a href="${path('/endpoints', e.id)}">${e.agent_name}</a></td><td><code>${e.slug}</code></td><td>${time(e.revoked_at)}</td></tr>`,
+)}
+</tbody></table>
+</section>`;
+}
+
+/** Active endpoints as cards, then the revoked ones as a short list, then the vend form. */
+export function endpointsPage(
+  s: BoardSession,
+  cards: CardData[],
+  revoked: readonly Endpoint[],
+  now: Date,
+  opts: { vend?: VendForm; errorsFor?: { id: string; errs: CardErrors } } = {},
+): string {
   return page(
     { title: 'Endpoints', session: s, liveUrl: opts.vend?.error || opts.errorsFor ? undefined : '/', nav: 'endpoints' },
     html`<h1>Endpoints</h1>
-${cards.length === 0 ? html`<p class="empty">No endpoints yet. Vend one below; hand its MCP URL and credential to an agent.</p>` : ''}
+${cards.length === 0 ? html`<p class="empty">${revoked.length ? 'No active endpoints.' : 'No endpoints yet.'} Vend one below; hand its MCP URL and credential to an agent.</p>` : ''}
 <div class="cards">${cards.map((c) => card(c, s, now, opts.errorsFor?.id === c.endpoint.id ? opts.errorsFor.errs : {}, 'list'))}</div>
+${revokedSection(revoked)}
 ${vendSection(s, opts.vend ?? {})}`,
   );
 }
@@ -202,15 +234,6 @@ export interface ReportView {
   claimed_within_seconds: number | null;
   hints: string[];
   started_at: Date;
-}
-
-export interface WebhookView {
-  source_type: string;
-  trust_mode: string;
-  target_queue: string;
-  ingest_url_hint: string;
-  last_delivery_at: string | null;
-  created_at: string;
 }
 
 function reportSection(e: Endpoint, s: BoardSession, report: ReportView | null, error: string | undefined): Html {
@@ -233,52 +256,40 @@ ${e.state === 'active' ? html`<form method="post" action="${path('/endpoints', e
 </section>`;
 }
 
-function webhooksSection(hooks: WebhookView[], events: EventSummary[]): Html {
-  return html`<section class="webhooks" id="webhooks" data-live>
-<h2>Webhooks</h2>
-${
-  hooks.length
-    ? html`<table><thead><tr><th>Source</th><th>Queue</th><th>Trust</th><th>Ingest URL</th><th>Last delivery</th></tr></thead><tbody>
-${hooks.map(
-  (w) =>
-    html`<tr><td>${w.source_type}</td><td>${w.target_queue}</td><td>${w.trust_mode}</td><td><code>${w.ingest_url_hint}</code></td><td>${
-      w.last_delivery_at ? time(new Date(w.last_delivery_at)) : html`<span class="muted">none yet</span>`
-    }</td></tr>`,
-)}
-</tbody></table>
-<p class="hint">The full ingest URL is shown once, when the webhook is created or rotated (<code>switchboard webhook create|rotate</code>).</p>`
-    : html`<p class="empty">No webhooks. <code>switchboard webhook create SLUG --source github|gitea|generic</code> adds one.</p>`
-}
-${
-  events.length
-    ? html`<h3>Last deliveries</h3><table><thead><tr><th>Received</th><th>Source</th><th>Event</th><th>Trust</th><th>Todo</th></tr></thead><tbody>
-${events.map(
-  (ev) =>
-    html`<tr><td>${time(ev.received_at)}</td><td>${ev.source}</td><td>${ev.event_type ?? ''}</td><td>${ev.trust_mode}${ev.verified ? ' · verified' : ''}</td><td>${
-      ev.todo_id ? html`<a href="${path('/todos', ev.todo_id)}"><code>${ev.todo_id.slice(0, 11)}…</code></a>` : ''
-    }</td></tr>`,
-)}
-</tbody></table>`
-    : ''
-}
-</section>`;
-}
-
 export function endpointPage(
   s: BoardSession,
   c: CardData,
   now: Date,
-  extra: { report: ReportView | null; reportError?: string; webhooks: WebhookView[]; events: EventSummary[]; errs?: CardErrors; live: boolean },
+  extra: {
+    report: ReportView | null;
+    reportError?: string;
+    webhooks: WebhookView[];
+    events: EventSummary[];
+    hooks: { hooks: HookView[]; ceiling: { max: number; used: number } };
+    errs?: CardErrors;
+    forms?: EndpointForms;
+    live: boolean;
+  },
 ): string {
   const e = c.endpoint;
+  const forms = extra.forms ?? {};
   return page(
     { title: e.agent_name, session: s, liveUrl: extra.live ? path('/endpoints', e.id) : undefined, nav: 'endpoints' },
     html`<p class="crumbs"><a href="/">Endpoints</a> / <code>${e.slug}</code></p>
 ${card(c, s, now, extra.errs ?? {})}
+${e.state === 'active' ? pushSection(e, s, forms.push) : ''}
 ${reportSection(e, s, extra.report, extra.reportError)}
-${webhooksSection(extra.webhooks, extra.events)}
-<p><a href="${withQuery('/todos', {})}">All your todos</a></p>`,
+${webhooksSection(e, s, extra.webhooks, extra.events, forms.webhook)}
+${notifyHooksSection(e, s, extra.hooks, forms.hook)}
+<p><a href="${withQuery('/todos', { endpoint: e.id })}">This endpoint's todos</a> · <a href="/todos">All your todos</a></p>`,
   );
+}
+
+/** Refused forms of the endpoint page, each shown again with its values and error. */
+export interface EndpointForms {
+  push?: PushForm;
+  webhook?: WebhookForm;
+  hook?: HookForm;
 }
 
 // ---------------------------------------------------------------------------------------------

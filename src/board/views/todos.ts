@@ -1,8 +1,8 @@
 import type { EffectivePresence } from '../../domain/presence/index.ts';
-import type { HumanTodo, HumanTodoRow } from '../../services/board-reads.ts';
+import type { ClaimingClient, HumanTodo, HumanTodoRow } from '../../services/board-reads.ts';
 import { TODO_STATES, type TodoState } from '../../services/todos.ts';
 import type { BoardSession } from '../auth.ts';
-import { html, path, withQuery, type Part } from '../html.ts';
+import { Html, html, path, withQuery, type Part } from '../html.ts';
 import { heldText } from './endpoints.ts';
 import { ago, page, time } from './layout.ts';
 
@@ -11,33 +11,61 @@ import { ago, page, time } from './layout.ts';
 
 export interface TodoListView {
   rows: (HumanTodoRow & { held: EffectivePresence | null })[];
+  endpoint?: { id: string; slug: string };
   state?: TodoState;
   queue?: string;
-  /** Counts by state within the chosen queue, and by queue within the chosen state. */
+  /** Counts by state within the chosen endpoint and queue. */
   stateCounts: Record<string, number>;
-  queueCounts: [string, number][];
-  total: number;
+  /** Counts by endpoint within the chosen state. */
+  endpointCounts: { id: string; slug: string; n: number }[];
+  /** Counts by (endpoint, queue) within the chosen state and endpoint: a queue is always one endpoint's. */
+  queueCounts: { endpoint_id: string; endpoint_slug: string; queue: string; n: number }[];
   limit: number;
 }
 
+/**
+ * Who holds or held a todo: the claiming MCP session's client (its id on hover) while the session
+ * row lasts, else the session id, else the stored owner.
+ */
+export function ownerOf(t: Pick<HumanTodoRow, 'owner' | 'claimed_session_id'> & ClaimingClient): Html {
+  if (t.claimed_session_id && t.claimed_client_name) {
+    const client = `${t.claimed_client_name} ${t.claimed_client_version ?? ''}`.trim();
+    return html`<span class="owner" title="session ${t.claimed_session_id}">${client}</span>`;
+  }
+  if (t.claimed_session_id) return html`<code class="owner" title="the session has ended">${t.claimed_session_id}</code>`;
+  if (t.owner) return html`<code class="owner">${t.owner}</code>`;
+  return html`<span class="muted">none</span>`;
+}
+
 export function todosPage(s: BoardSession, v: TodoListView, now: Date, liveUrl: string): string {
-  const stateLink = (st: TodoState | undefined, label: string, n: number) =>
-    html`<li><a href="${withQuery('/todos', { state: st, queue: v.queue })}"${v.state === st ? html` aria-current="true"` : ''}>${label} <span class="count">${n}</span></a></li>`;
-  const queueLink = (q: string | undefined, label: string, n: number) =>
-    html`<li><a href="${withQuery('/todos', { state: v.state, queue: q })}"${v.queue === q ? html` aria-current="true"` : ''}>${label} <span class="count">${n}</span></a></li>`;
-  const allInQueue = Object.values(v.stateCounts).reduce((a, b) => a + b, 0);
-  const allInState = v.queueCounts.reduce((a, [, n]) => a + n, 0);
+  const current = (on: boolean) => (on ? html` aria-current="true"` : '');
+  const pill = (href: string, on: boolean, label: Part, n: number) => html`<li><a href="${href}"${current(on)}>${label} <span class="count">${n}</span></a></li>`;
+  const endpointId = v.endpoint?.id;
+  const allInScope = Object.values(v.stateCounts).reduce((a, b) => a + b, 0);
+  const allEndpoints = v.endpointCounts.reduce((a, c) => a + c.n, 0);
+  const allQueues = v.queueCounts.reduce((a, c) => a + c.n, 0);
   return page(
     { title: 'Todos', session: s, liveUrl, nav: 'todos' },
-    html`<h1>Todos</h1>
+    html`<h1>Todos${v.endpoint ? html` of <code>${v.endpoint.slug}</code>` : ''}</h1>
 <div id="todos" data-live>
+<nav class="filters" aria-label="Filter by endpoint"><ul class="pills">
+${pill(withQuery('/todos', { state: v.state }), !endpointId, 'every endpoint', allEndpoints)}
+${v.endpointCounts.map((c) => pill(withQuery('/todos', { endpoint: c.id, state: v.state }), endpointId === c.id, html`<code>${c.slug}</code>`, c.n))}
+</ul></nav>
 <nav class="filters" aria-label="Filter by state"><ul class="pills">
-${stateLink(undefined, 'all', allInQueue)}
-${TODO_STATES.map((st) => stateLink(st, st, v.stateCounts[st] ?? 0))}
+${pill(withQuery('/todos', { endpoint: endpointId, queue: v.queue }), !v.state, 'all', allInScope)}
+${TODO_STATES.map((st) => pill(withQuery('/todos', { endpoint: endpointId, state: st, queue: v.queue }), v.state === st, st, v.stateCounts[st] ?? 0))}
 </ul></nav>
 <nav class="filters" aria-label="Filter by queue"><ul class="pills">
-${queueLink(undefined, 'every queue', allInState)}
-${v.queueCounts.map(([q, n]) => queueLink(q, q, n))}
+${pill(withQuery('/todos', { endpoint: endpointId, state: v.state }), !v.queue, 'every queue', allQueues)}
+${v.queueCounts.map((c) =>
+  pill(
+    withQuery('/todos', { endpoint: c.endpoint_id, state: v.state, queue: c.queue }),
+    v.queue === c.queue && endpointId === c.endpoint_id,
+    endpointId ? c.queue : html`<code>${c.endpoint_slug}</code> / ${c.queue}`,
+    c.n,
+  ),
+)}
 </ul></nav>
 ${
   v.rows.length
@@ -47,14 +75,16 @@ ${v.rows.map(
 <td><a href="${path('/todos', t.id)}">${t.title}</a></td>
 <td><a href="${path('/endpoints', t.endpoint_id)}"><code>${t.endpoint_slug}</code></a></td>
 <td>${t.queue}</td>
-<td><span class="badge state-${t.state}">${t.state}</span>${t.held ? html` <span class="held">${heldText(t.held)}</span>` : ''}</td>
+<td><span class="badge state-${t.state}">${t.state}</span>${t.held ? html` <span class="held">${heldText(t.held)}</span>` : ''}${
+    t.state === 'claimed' ? html` <span class="muted">by</span> ${ownerOf(t)}` : ''
+  }</td>
 <td>${t.attempt}/${t.max_attempts}</td>
 <td>${ago(t.created_at, now, '')}</td>
 </tr>`,
 )}
 </tbody></table>
 ${v.rows.length >= v.limit ? html`<p class="hint">Showing the newest ${v.limit}.</p>` : ''}`
-    : html`<p class="empty">No todos${v.state || v.queue ? ' match this filter' : ' yet'}.</p>`
+    : html`<p class="empty">No todos${v.state || v.queue || v.endpoint ? ' match this filter' : ' yet'}.</p>`
 }
 </div>`,
   );
@@ -62,11 +92,17 @@ ${v.rows.length >= v.limit ? html`<p class="hint">Showing the newest ${v.limit}.
 
 const pretty = (v: unknown) => JSON.stringify(v, null, 2) ?? 'null';
 
-export function todoPage(s: BoardSession, t: HumanTodo, held: EffectivePresence | null, now: Date): string {
+export interface TodoPageOptions {
+  /** The push that led here matched a live todo by its key: nothing new was made. */
+  existing?: boolean;
+}
+
+export function todoPage(s: BoardSession, t: HumanTodo, held: EffectivePresence | null, now: Date, opts: TodoPageOptions = {}): string {
   const row = (label: string, value: Part) => html`<dt>${label}</dt><dd>${value}</dd>`;
   return page(
     { title: t.title, session: s, liveUrl: path('/todos', t.id), nav: 'todos' },
     html`<p class="crumbs"><a href="/todos">Todos</a> / <code>${t.id}</code></p>
+${opts.existing ? html`<p class="warn" role="status" id="push-existing">Already live: a todo with this key exists, so nothing new was created. This is that todo.</p>` : ''}
 <div id="todo" data-live>
 <h1 class="todo-title">${t.title}</h1>
 <p><span class="badge state-${t.state}">${t.state}</span>${held ? html` <span class="held">${heldText(held)}</span>` : ''}</p>
@@ -77,7 +113,7 @@ ${row('Source', t.source ?? '')}
 ${row('Kind', t.kind ?? '')}
 ${row('Created', html`${time(t.created_at)} (${ago(t.created_at, now, '')})`)}
 ${row('Claimed', time(t.claimed_at, 'not yet'))}
-${row('Owner', t.owner ?? html`<span class="muted">none</span>`)}
+${row('Owner', ownerOf(t))}
 ${row('Lease expires', t.state === 'claimed' ? time(t.lease_expires_at, 'no lease') : html`<span class="muted">no lease</span>`)}
 ${row('Completed', time(t.completed_at, 'not yet'))}
 ${row('Attempt', `${t.attempt} of ${t.max_attempts}`)}
