@@ -266,7 +266,8 @@ describe('GET /api/v1/endpoints/{ref}/todos', () => {
   it('lists newest first in the compact form: no payload, a payload_size', async () => {
     const res = await op.call('GET', path());
     expect(res.status).toBe(200);
-    expect(Object.keys(res.json)).toEqual(['todos']);
+    expect(Object.keys(res.json)).toEqual(['todos', 'next_cursor']);
+    expect(res.json.next_cursor).toBeNull();
     const rows = res.json.todos as Record<string, unknown>[];
     expect(rows.map((r) => r.id)).toEqual([t.i2.id, t.r2.id, t.i1.id, t.r1.id]);
     for (const r of rows) {
