@@ -69,7 +69,6 @@ export const drainTools: Tool[] = [
         queue: queueArg.optional(),
         state: z.enum(TODO_STATE_FILTERS as [TodoStateFilter, ...TodoStateFilter[]], { error: `must be one of ${TODO_STATE_FILTERS.join(', ')}` }).optional(),
         limit: z.number({ error: 'must be a number' }).int('must be a whole number').min(1, `must be 1-${LIST_MAX_LIMIT}`).max(LIST_MAX_LIMIT, `must be 1-${LIST_MAX_LIMIT}`).optional(),
-      })
         cursor: z.string({ error: 'must be a string' }).max(100, 'is not a cursor this server gave').optional().describe('next_cursor from the previous page'),
       })
       .strict(),
