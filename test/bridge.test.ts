@@ -141,7 +141,7 @@ const streamOpen = (e: Vended, on: TestApp) =>
 
 const channel = (b: Bridge) => b.heard.filter((n) => n.method === 'notifications/claude/channel');
 
-describe('switchboard bridge on stdio', () => {
+describe('switchboard bridge on stdio', { timeout: 45_000 }, () => {
   it('declares claude/channel, passes on the server instructions, lists the endpoint tools and relays calls and errors as they are', async () => {
     const e = await vend(api, { name: 'bridged', queues: ['reviews'] });
     const b = await bridge(e);
@@ -285,7 +285,7 @@ function run(args: string[], env: Record<string, string> = {}): Promise<{ code: 
   });
 }
 
-describe('switchboard bridge refuses a bad start', () => {
+describe('switchboard bridge refuses a bad start', { timeout: 45_000 }, () => {
   it('exits 2 naming SWITCHBOARD_AGENT_TOKEN when it is not set, writing nothing to stdout', async () => {
     const r = await run(['bridge', '--url', 'http://127.0.0.1:9/mcp/x']);
     expect(r.code).toBe(2);

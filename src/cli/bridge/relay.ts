@@ -107,11 +107,16 @@ class HeldStdio implements Transport {
 export async function runBridge(opts: BridgeOptions): Promise<number> {
   const { log } = opts;
   const stdin = opts.stdin ?? process.stdin;
+  let endedBy = '';
   const ended = new Promise<void>((resolve) => {
-    stdin.on('end', () => resolve());
-    stdin.on('close', () => resolve());
-    if (opts.signal?.aborted) resolve();
-    opts.signal?.addEventListener('abort', () => resolve(), { once: true });
+    const end = (why: string) => () => {
+      endedBy ||= why;
+      resolve();
+    };
+    stdin.on('end', end('stdin closed'));
+    stdin.on('close', end('stdin closed'));
+    if (opts.signal?.aborted) end('stopped')();
+    opts.signal?.addEventListener('abort', end('stopped by a signal'), { once: true });
   });
   const stdio = new StdioServerTransport(stdin, opts.stdout ?? process.stdout);
   const held = new HeldStdio(stdio, ended);
@@ -158,7 +163,7 @@ export async function runBridge(opts: BridgeOptions): Promise<number> {
 
   const upstream = new Upstream({ url: opts.url, token: opts.token, clientInfo, log, onNotification: relay, onSession: checkTools });
   upstream.start();
-  await upstream.session(FIRST_CONNECT_WAIT_MS);
+  await Promise.race([upstream.session(FIRST_CONNECT_WAIT_MS), ended]);
   if (!upstream.instructions) log('warn', `switchboard not reachable yet (${upstream.lastError}); answering the client and retrying in the background`);
 
   server = new Server(
@@ -208,7 +213,8 @@ export async function runBridge(opts: BridgeOptions): Promise<number> {
         if (status === 401 || status === 403) {
           return toolError(`switchboard refused the credential (HTTP ${status}): check SWITCHBOARD_AGENT_TOKEN and that the endpoint is not revoked.`);
         }
-        if (status >= 400 && status < 500 && status !== 404 && status !== 429) {
+        if (status === 429) return toolError('switchboard is rate limiting this endpoint (HTTP 429); the call was not run. Try again in a few seconds.');
+        if (status >= 400 && status < 500 && status !== 404) {
           return toolError(`switchboard refused the request (${describeFailure(err)}).`);
         }
         return toolError(
@@ -222,7 +228,7 @@ export async function runBridge(opts: BridgeOptions): Promise<number> {
   log('info', `bridge ready for ${clientInfo.name}`);
 
   await ended;
-  log('info', 'stdin closed; ending the session');
+  log('info', `${endedBy}; ending the session`);
   await upstream.close();
   await server.close().catch(() => {});
   return 0;

@@ -114,7 +114,8 @@ export class Upstream {
     this.#streamAbort?.abort();
     this.#wake?.();
     for (const w of [...this.#waiters]) w();
-    await this.#loop;
+    // An initialize still in flight is left to finish on its own (it closes what it opened).
+    await Promise.race([this.#loop, new Promise((r) => setTimeout(r, 1000).unref())]);
     const transport = this.#transport;
     const client = this.#client;
     this.#client = null;
@@ -188,7 +189,12 @@ export class Upstream {
   /** Holds the notification stream open until it ends; says how it went. */
   async #stream(): Promise<{ lastedMs: number; status?: number }> {
     const transport = this.#transport;
-    if (!transport?.sessionId) return { lastedMs: 0 };
+    if (!transport?.sessionId) {
+      // A server that names no session cannot hold a notification stream for it.
+      this.#lastError = 'the server named no session';
+      this.#drop();
+      return { lastedMs: 0 };
+    }
     const abort = new AbortController();
     this.#streamAbort = abort;
     let idle: NodeJS.Timeout | undefined;
