@@ -27,7 +27,7 @@ import { endpointRenderer, registerEndpointRoutes } from './routes/endpoints.ts'
 import { registerHookRoutes } from './routes/hooks.ts';
 import { registerTodoActionRoutes } from './routes/todo-actions.ts';
 import { registerSignInRoutes } from './routes/sign-in.ts';
-import { registerTodoRoutes } from './routes/todos.ts';
+import { registerTodoRoutes, todoRenderer } from './routes/todos.ts';
 import { CONNECT_GUIDE_PATH } from '../domain/guides.ts';
 import { guidePage } from './views/docs.ts';
 
@@ -168,7 +168,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     const { renderEndpoint } = endpointRenderer(deps);
     registerHookRoutes(board, { ...deps, renderEndpoint });
     registerTodoRoutes(board, deps);
-    registerTodoActionRoutes(board, { ...deps, renderEndpoint });
+    registerTodoActionRoutes(board, { ...deps, renderEndpoint, renderTodo: todoRenderer(deps).renderTodo });
 
     // -------------------------------------------------------------------------------------------
     // Live updates

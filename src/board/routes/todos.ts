@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidArgument } from '../../domain/errors.ts';
 import { effective, type EffectivePresence } from '../../domain/presence/index.ts';
 import { validateQueueName } from '../../domain/scope.ts';
@@ -9,7 +9,7 @@ import { inputsOf } from '../../services/presence.ts';
 import { TODO_STATES, type TodoState } from '../../services/todos.ts';
 import type { BoardSession } from '../auth.ts';
 import { notFoundPage, sendPage } from '../error-page.ts';
-import { todoPage, todosPage, type TodoListView } from '../views/todos.ts';
+import { todoPage, todosPage, type TodoListView, type TodoPageOptions } from '../views/todos.ts';
 
 export interface TodoRouteDeps {
   clock: Clock;
@@ -87,12 +87,20 @@ export function registerTodoRoutes(board: FastifyInstance, deps: TodoRouteDeps):
     return sendPage(reply, 200, todosPage(s, view, deps.clock.now(), live.size ? `/todos?${live}` : '/todos'));
   });
 
+  const { renderTodo } = todoRenderer(deps);
   board.get('/todos/:id', async (req, reply) => {
-    const s = humanOf(req);
-    const t = await deps.reads.todo(s.human.id, idParam(req));
+    const existing = (req.query as Record<string, unknown>).existing === '1';
+    return renderTodo(reply, humanOf(req), idParam(req), 200, { existing });
+  });
+}
+
+/** One todo's page, read afresh; another human's todo, or none by that id, is a 404. */
+export function todoRenderer(deps: TodoRouteDeps) {
+  async function renderTodo(reply: FastifyReply, s: BoardSession, todoId: string, status: number, opts: TodoPageOptions = {}) {
+    const t = await deps.reads.todo(s.human.id, todoId);
     if (!t) return sendPage(reply, 404, notFoundPage(s));
     const held = t.state === 'pending' ? ((await outEndpoints(deps.endpoints, s.human.id, deps.clock.now())).get(t.endpoint_id) ?? null) : null;
-    const existing = (req.query as Record<string, unknown>).existing === '1';
-    return sendPage(reply, 200, todoPage(s, t, held, deps.clock.now(), { existing }));
-  });
+    return sendPage(reply, status, todoPage(s, t, held, deps.clock.now(), opts));
+  }
+  return { renderTodo };
 }

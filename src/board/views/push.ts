@@ -1,3 +1,4 @@
+import { DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN } from '../../domain/lifecycle.ts';
 import type { Endpoint } from '../../services/endpoints.ts';
 import type { BoardSession } from '../auth.ts';
 import { Html, html, path } from '../html.ts';
@@ -15,9 +16,6 @@ export interface PushForm {
   priority?: string;
   max_attempts?: string;
 }
-
-/** The fields the form sends, in the order the API's errors name them. */
-export const PUSH_FIELDS = ['title', 'queue', 'kind', 'payload', 'key', 'delay', 'priority', 'max_attempts'] as const;
 
 /** Hand the endpoint a todo: the same input and rules as POST /api/v1/endpoints/{ref}/todos. */
 export function pushSection(e: Endpoint, s: BoardSession, f: PushForm = {}): Html {
@@ -41,6 +39,9 @@ export function pushSection(e: Endpoint, s: BoardSession, f: PushForm = {}): Htm
   <label class="block">Payload (JSON) <textarea name="payload" rows="4" placeholder='{"pr": 12}' spellcheck="false"${invalid('payload')}>${f.payload ?? ''}</textarea></label>
   ${error('payload')}
   ${text('key', 'Key', 'optional idempotency key', 'a repeat while the first todo is live returns it instead of a new one')}
+  ${text('delay', 'Delay', 'optional: 90s, 10m, 1h30m', 'not claimable, nor rung, before then (at most 30 days)')}
+  ${text('priority', 'Priority', '0', `a whole number from ${PRIORITY_MIN} to ${PRIORITY_MAX}; higher is claimed first`)}
+  ${text('max_attempts', 'Max attempts', String(DEFAULT_MAX_ATTEMPTS), `claims before it is a dead letter (1 to ${MAX_ATTEMPTS_LIMIT})`)}
   ${error('form')}
   <button type="submit" class="primary">Push</button>
 </form>

@@ -1,10 +1,10 @@
 import type { EffectivePresence } from '../../domain/presence/index.ts';
 import type { ClaimingClient, HumanTodo, HumanTodoRow } from '../../services/board-reads.ts';
-import { TODO_STATES, type TodoState } from '../../services/todos.ts';
+import { TODO_STATES, isDead, type TodoState } from '../../services/todos.ts';
 import type { BoardSession } from '../auth.ts';
 import { Html, html, path, withQuery, type Part } from '../html.ts';
 import { heldText } from './endpoints.ts';
-import { ago, page, time } from './layout.ts';
+import { ago, csrfField, page, time } from './layout.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Todos
@@ -69,17 +69,18 @@ ${v.queueCounts.map((c) =>
 </ul></nav>
 ${
   v.rows.length
-    ? html`<table class="todos"><thead><tr><th>Title</th><th>Endpoint</th><th>Queue</th><th>State</th><th>Attempt</th><th>Created</th></tr></thead><tbody>
+    ? html`<table class="todos"><thead><tr><th>Title</th><th>Endpoint</th><th>Queue</th><th>State</th><th>Attempt</th><th>Created</th><th></th></tr></thead><tbody>
 ${v.rows.map(
   (t) => html`<tr class="todo-row state-${t.state}" id="todo-${t.id}">
 <td><a href="${path('/todos', t.id)}">${t.title}</a></td>
 <td><a href="${path('/endpoints', t.endpoint_id)}"><code>${t.endpoint_slug}</code></a></td>
 <td>${t.queue}</td>
-<td><span class="badge state-${t.state}">${t.state}</span>${t.held ? html` <span class="held">${heldText(t.held)}</span>` : ''}${
+<td>${stateBadge(t)}${t.held ? html` <span class="held">${heldText(t.held)}</span>` : ''}${
     t.state === 'claimed' ? html` <span class="muted">by</span> ${ownerOf(t)}` : ''
   }</td>
 <td>${t.attempt}/${t.max_attempts}</td>
 <td>${ago(t.created_at, now, '')}</td>
+<td class="actions">${todoActions(s, t, liveUrl)}</td>
 </tr>`,
 )}
 </tbody></table>
@@ -95,17 +96,39 @@ const pretty = (v: unknown) => JSON.stringify(v, null, 2) ?? 'null';
 export interface TodoPageOptions {
   /** The push that led here matched a live todo by its key: nothing new was made. */
   existing?: boolean;
+  /** A cancel or retry refused for the todo's state (409). */
+  refused?: string;
 }
+
+const CANCELABLE: readonly TodoState[] = ['pending', 'claimed', 'failed'];
+
+/**
+ * Cancel (pending, claimed or failed) and Retry (failed: a dead letter or one waiting for its
+ * retry), as POST forms with the CSRF token; `back` is the list to return to, else the todo's page.
+ */
+function todoActions(s: BoardSession, t: Pick<HumanTodoRow, 'id' | 'state'>, back?: string): Html {
+  const form = (action: 'cancel' | 'retry', label: string, cls: string) =>
+    html`<form class="inline todo-action" method="post" action="${path('/todos', t.id, action)}">${csrfField(s)}${
+      back ? html`<input type="hidden" name="return" value="${back}">` : ''
+    }<button type="submit" class="${cls}">${label}</button></form>`;
+  return html`${t.state === 'failed' ? form('retry', 'Retry', 'retry') : ''}${CANCELABLE.includes(t.state) ? form('cancel', 'Cancel', 'cancel danger') : ''}`;
+}
+
+/** The state badge, with "dead letter" for a failed todo with no retry left. */
+const stateBadge = (t: Pick<HumanTodoRow, 'state' | 'next_retry_at'>) =>
+  html`<span class="badge state-${t.state}">${t.state}</span>${isDead(t) ? html` <span class="badge dead">dead letter</span>` : ''}`;
 
 export function todoPage(s: BoardSession, t: HumanTodo, held: EffectivePresence | null, now: Date, opts: TodoPageOptions = {}): string {
   const row = (label: string, value: Part) => html`<dt>${label}</dt><dd>${value}</dd>`;
   return page(
-    { title: t.title, session: s, liveUrl: path('/todos', t.id), nav: 'todos' },
+    { title: t.title, session: s, liveUrl: opts.refused ? undefined : path('/todos', t.id), nav: 'todos' },
     html`<p class="crumbs"><a href="/todos">Todos</a> / <code>${t.id}</code></p>
 ${opts.existing ? html`<p class="warn" role="status" id="push-existing">Already live: a todo with this key exists, so nothing new was created. This is that todo.</p>` : ''}
 <div id="todo" data-live>
 <h1 class="todo-title">${t.title}</h1>
-<p><span class="badge state-${t.state}">${t.state}</span>${held ? html` <span class="held">${heldText(held)}</span>` : ''}</p>
+<p>${stateBadge(t)}${held ? html` <span class="held">${heldText(held)}</span>` : ''}</p>
+${opts.refused ? html`<p class="error" role="alert" id="todo-refused">${opts.refused}</p>` : ''}
+<p class="todo-actions">${todoActions(s, t)}</p>
 <dl class="facts lifecycle">
 ${row('Endpoint', html`<a href="${path('/endpoints', t.endpoint_id)}"><code>${t.endpoint_slug}</code></a> (${t.agent_name})`)}
 ${row('Queue', t.queue)}
