@@ -94,8 +94,8 @@ export function connectInstructions(input: ConnectInput): ConnectInstructions {
       `Both read the credential from ${AGENT_TOKEN_ENV}: export it in the shell that starts Claude Code. ` +
       `Claude Code expands ${TOKEN_REF} in .mcp.json, so the file holds no secret and can be committed.`,
     withoutChannels: [
-      'Clients that cannot be rung (`claude -p`, MCP clients without channels) pull instead: call `claim_next` with `wait` (a long-poll) when ready for work,',
-      `or give the endpoint a notify hook that starts a run when work is ready: \`switchboard hook create ${input.slug} --url https://...\`.`,
+      'Clients that cannot be rung (`claude -p`, MCP clients without channels) pull instead: they call `claim_next` with `wait` (a long poll, up to 60 s) when ready for work.',
+      `Or give the endpoint a notify hook that starts a run when work is ready: \`switchboard hook create ${input.slug} --url https://...\`.`,
     ],
     check: `Check the whole loop with \`switchboard doctor ${input.slug}\`, or ask the agent to call \`test_doorbell\`.`,
     guideUrl,
