@@ -11,11 +11,12 @@ const DAY = 24 * 3_600_000;
 const RETENTION = 30 * DAY;
 const deps = (extra: Partial<RetentionDeps> = {}): RetentionDeps => ({ sql: f.sql, clock: f.app.clock, log: createLogger('silent'), retentionMs: RETENTION, ...extra });
 
-async function todoIn(slug: string, state: 'pending' | 'claimed' | 'done' | 'failed' | 'retrying'): Promise<{ id: string; eventId: string }> {
+async function todoIn(slug: string, state: 'pending' | 'claimed' | 'done' | 'failed' | 'retrying' | 'canceled'): Promise<{ id: string; eventId: string }> {
   const todo = await push(f.api, slug, { queue: 'reviews', title: `a ${state} todo` });
   const now = f.app.clock.now();
   if (state === 'claimed') await f.sql`update todos set state = 'claimed', owner = 's', lease_expires_at = ${new Date(now.getTime() + 60 * DAY)} where id = ${todo.id}`;
   if (state === 'done') await f.sql`update todos set state = 'done', completed_at = ${now}, updated_at = ${now} where id = ${todo.id}`;
+  if (state === 'canceled') await f.sql`update todos set state = 'canceled', completed_at = ${now}, updated_at = ${now} where id = ${todo.id}`;
   if (state === 'failed') await f.sql`update todos set state = 'failed', completed_at = ${now}, updated_at = ${now} where id = ${todo.id}`;
   if (state === 'retrying') await f.sql`update todos set state = 'failed', next_retry_at = ${new Date(now.getTime() + 60 * DAY)}, updated_at = ${now} where id = ${todo.id}`;
   const [row] = await f.sql<{ event_id: string }[]>`select event_id::text as event_id from todos where id = ${todo.id}`;
@@ -37,6 +38,7 @@ describe('the retention pass', () => {
     const old = {
       done: await todoIn(e.slug, 'done'),
       failed: await todoIn(e.slug, 'failed'),
+      canceled: await todoIn(e.slug, 'canceled'),
       pending: await todoIn(e.slug, 'pending'),
       claimed: await todoIn(e.slug, 'claimed'),
       retrying: await todoIn(e.slug, 'retrying'),
@@ -54,8 +56,8 @@ describe('the retention pass', () => {
     expect(await retentionPass(deps())).toEqual({ todos: 0, events: 0, rings: 0, more: false });
 
     f.app.clock.advance(2 * DAY);
-    expect(await retentionPass(deps())).toEqual({ todos: 2, events: 3, rings: 1, more: false });
-    for (const t of [old.done, old.failed]) {
+    expect(await retentionPass(deps())).toEqual({ todos: 3, events: 4, rings: 1, more: false });
+    for (const t of [old.done, old.failed, old.canceled]) {
       expect(await exists('todos', t.id)).toBe(false);
       expect(await exists('events', t.eventId)).toBe(false);
     }

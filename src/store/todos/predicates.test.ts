@@ -34,13 +34,14 @@ describe('todo predicates', () => {
     expect(await indexPredicate(db.sql, 'todos_live_key_idx')).toBe(fromCode);
   });
 
-  it('live is pending, claimed, or failed with a retry to come', async () => {
+  it('live is pending, claimed, or failed with a retry to come (never canceled)', async () => {
     const cases = [
       { state: 'pending', retry: false, live: true },
       { state: 'claimed', retry: false, live: true },
       { state: 'failed', retry: true, live: true },
       { state: 'failed', retry: false, live: false },
       { state: 'done', retry: false, live: false },
+      { state: 'canceled', retry: false, live: false },
     ];
     for (const c of cases) {
       const [row] = await db.sql<{ live: boolean }[]>`
