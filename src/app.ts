@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from './lib/clock.ts';
-import type { Config } from './config.ts';
+import { ConfigError, type Config } from './config.ts';
 import type { BucketPolicy } from './lib/rate-limit.ts';
 import type { Sql } from './db/connect.ts';
 import { migrate } from './db/migrate.ts';
@@ -10,6 +10,7 @@ import { buildServer } from './server.ts';
 import { createLogger, type Logger } from './lib/log.ts';
 import { runEvery } from './lib/loops.ts';
 import { settleWithin } from './lib/timeout.ts';
+import { describeBindError, probeListen } from './lib/listen-probe.ts';
 import type { DoorbellAcks } from './services/doorbell/acks.ts';
 import type { Doorbell } from './services/doorbell/doorbell.ts';
 import type { SelfTests } from './services/doorbell/self-tests.ts';
@@ -89,6 +90,11 @@ export async function startApp(opts: AppOptions): Promise<App> {
   const { config } = opts;
   const clock = opts.clock ?? systemClock;
   const log = opts.log ?? createLogger(config.logLevel);
+  // A taken port is found before initdb and migrations, not after them.
+  if (config.listenPort !== 0) {
+    const refused = await probeListen(config.listenHost, config.listenPort);
+    if (refused) throw new ConfigError('SWITCHBOARD_LISTEN', describeBindError(config.listenHost, config.listenPort, refused));
+  }
   const db: Database = await openDatabase(config, log);
   const shutdown = new AbortController();
   const loops: Promise<void>[] = [];
@@ -123,7 +129,9 @@ export async function startApp(opts: AppOptions): Promise<App> {
     });
     wakeups = await listenForWakeups(db.direct, wakeupsOf(services), log);
     await services.directory.start();
-    await server.listen({ host: config.listenHost, port: config.listenPort });
+    await server.listen({ host: config.listenHost, port: config.listenPort }).catch((err: NodeJS.ErrnoException) => {
+      throw err.syscall === 'listen' ? new ConfigError('SWITCHBOARD_LISTEN', describeBindError(config.listenHost, config.listenPort, err)) : err;
+    });
     const addr = server.server.address();
     const port = typeof addr === 'object' && addr ? addr.port : config.listenPort;
     const hostForUrl = config.listenHost.includes(':') ? `[${config.listenHost}]` : config.listenHost;

@@ -32,7 +32,9 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
     .action(async () => {
       const config = configFrom(ctx);
       const log = createLogger(config.logLevel);
-      const app = await startApp({ config, log });
+      const app = await startApp({ config, log }).catch((e: unknown) => {
+        throw e instanceof ConfigError ? new CliError(e.message) : e;
+      });
       ctx.io.err(`switchboard listening on ${app.url} (public URL ${app.baseUrl}); Ctrl-C stops it\n`);
       await new Promise<void>((resolve) => {
         const stop = (signal: string) => {
