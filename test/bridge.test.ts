@@ -309,12 +309,15 @@ describe('switchboard bridge refuses a bad start', { timeout: 45_000 }, () => {
     });
   });
 
-  it('exits 2 on a personal token, a missing --url or a URL that is not http(s)', async () => {
-    const [personal, noUrl, ftp] = await Promise.all([
+  it('exits 2 on a personal token, an unexpanded ${SWITCHBOARD_AGENT_TOKEN}, a missing --url or a URL that is not http(s)', async () => {
+    const [personal, noUrl, ftp, unexpanded] = await Promise.all([
       run(['bridge', '--url', 'http://127.0.0.1:9/mcp/x'], { SWITCHBOARD_AGENT_TOKEN: 'sbp_personal' }),
       run(['bridge'], { SWITCHBOARD_AGENT_TOKEN: 'sbk_x' }),
       run(['bridge', '--url', 'ftp://127.0.0.1/mcp/x'], { SWITCHBOARD_AGENT_TOKEN: 'sbk_x' }),
+      run(['bridge', '--url', 'http://127.0.0.1:9/mcp/x'], { SWITCHBOARD_AGENT_TOKEN: '${SWITCHBOARD_AGENT_TOKEN}' }),
     ]);
+    expect(unexpanded.code).toBe(2);
+    expect(unexpanded.stderr).toMatch(/unexpanded text \$\{SWITCHBOARD_AGENT_TOKEN\}: export SWITCHBOARD_AGENT_TOKEN/);
     expect(personal.code).toBe(2);
     expect(personal.stderr).toMatch(/personal token \(sbp_\.\.\.\)/);
     expect(noUrl.code).toBe(2);

@@ -62,6 +62,9 @@ export function parseBridgeUrl(raw: string): URL {
 export function agentToken(env: NodeJS.ProcessEnv): string {
   const token = env[AGENT_TOKEN_ENV]?.trim();
   if (!token) throw usageError(`${AGENT_TOKEN_ENV} is not set: export the endpoint credential (sbk_...) that endpoint vend printed`);
+  if (token.startsWith('${')) {
+    throw usageError(`${AGENT_TOKEN_ENV} holds the unexpanded text ${token.slice(0, 40)}: export ${AGENT_TOKEN_ENV} in the shell that starts the client`);
+  }
   if (token.startsWith(PERSONAL_TOKEN_PREFIX)) {
     throw usageError(`${AGENT_TOKEN_ENV} holds a personal token (sbp_...): the bridge needs the endpoint credential (sbk_...) that endpoint vend printed`);
   }
