@@ -186,6 +186,16 @@ describe('cancel', () => {
     expect((await refusal(cancelTodo(sql, other.endpointId, pending.id, canceler, clock.now()))).code).toBe('not_found');
   });
 
+  it('a canceled todo is never rung again by the doorbell sweep', async () => {
+    const c = await newEndpoint();
+    await sql`update endpoints set presence_seen = 'in' where id = ${c.endpointId}`;
+    const rung = await push(c, 'rung once');
+    const quiet = await push(c, 'canceled');
+    await cancelTodo(sql, c.endpointId, quiet.id, canceler, clock.now());
+    clock.advance(10 * 60_000);
+    expect((await chargeDueRingsUnscoped(sql, [c.endpointId], clock.now())).map((r) => r.id)).toEqual([rung.id]);
+  });
+
   it('gives the idempotency key up: the same key then makes a new todo', async () => {
     const c = await newEndpoint();
     const first = await push(c, 'keyed', { idempotencyKey: 'k-1' });
