@@ -15,8 +15,9 @@ import { ManualClock } from '../lib/clock.ts';
 /**
  * The board as a person uses it, in a real browser: Debian's Chromium, headless, driven by
  * playwright-core. Sign in by link, vend and read the credential once, clock out and see the held
- * todo, a refused and an accepted shift, a self-test that an SDK client answers, revoke. Every
- * page is saved as a screenshot under test-results/board/.
+ * todo, a refused and an accepted shift, a self-test that an SDK client answers, push a todo,
+ * cancel it, retry a dead letter, create a webhook and read its secret once, revoke. Every page
+ * is saved as a screenshot under test-results/board/.
  */
 
 const CHROMIUM = process.env.SWITCHBOARD_CHROMIUM ?? '/usr/bin/chromium';
@@ -124,7 +125,7 @@ describe('the board in Chromium', { timeout: 60_000 }, () => {
     await page.goto(`${app.url}/endpoints/${endpointId}`);
   });
 
-  it('clocks the endpoint out: the card says off shift and the todo is held', async () => {
+  it('clocks the endpoint out: the card says out, never "off shift" without a shift, and the todo is held', async () => {
     const pushed = await apiCaller(app.url, human.token)('POST', `/api/v1/endpoints/${slug}/todos`, {
       title: 'Review PR 12',
       payload: { pr: 12, repo: 'acme/widgets' },
@@ -133,10 +134,12 @@ describe('the board in Chromium', { timeout: 60_000 }, () => {
     // htmx swaps the answer in place: the page is not reloaded (the marker survives).
     await page.evaluate(() => ((globalThis as unknown as { sbMarker: number }).sbMarker = 1));
     await page.click('.presence-form button[value="out"]');
-    await expect.poll(() => page.textContent('.presence-badge')).toBe('off shift');
+    await expect.poll(() => page.textContent('.presence-badge')).toBe('out');
     expect(await page.evaluate(() => (globalThis as unknown as { sbMarker?: number }).sbMarker)).toBe(1);
     expect(page.url()).toBe(`${app.url}/endpoints/${endpointId}`);
-    expect(await page.textContent('.presence-detail')).toContain('until clocked in');
+    expect(await page.textContent('.presence-detail')).toBe('operator · clocked out by a human · until clocked in');
+    expect(await page.textContent('.card-head .state')).toBe('active');
+    expect(await page.textContent('.pending-count')).toBe('1 pending');
     await shot('05-card-off-shift');
     await page.click('nav >> text=Todos');
     await page.waitForURL(`${app.url}/todos`);
@@ -166,7 +169,9 @@ describe('the board in Chromium', { timeout: 60_000 }, () => {
 
   it('runs the self-test against a connected SDK client and shows pass', async () => {
     await page.click('.presence-form button[value="in"]');
-    await expect.poll(() => page.textContent('.presence-badge')).toBe('on shift');
+    await expect.poll(() => page.textContent('.presence-badge')).toBe('in');
+    // A human's clock-in decides, not the shift.
+    expect(await page.textContent('.presence-reason')).toBe('clocked in by a human');
     agent = await connectAgent(app, { slug, token: credential }, { track: clients });
     // The agent answers a self-test doorbell the way a woken Claude Code session would: it claims the todo.
     const heard = agent.client.fallbackNotificationHandler!;
@@ -186,6 +191,60 @@ describe('the board in Chromium', { timeout: 60_000 }, () => {
     await shot('10-self-test-pass');
   });
 
+  it('pushes a todo from the endpoint page and lands on it', async () => {
+    await page.goto(`${app.url}/endpoints/${endpointId}`);
+    // A refused push keeps what was typed and names the field.
+    await page.fill('.push-form input[name="title"]', 'Board push');
+    await page.fill('.push-form textarea[name="payload"]', '{"from": "board"');
+    await page.click('.push-form button[type="submit"]');
+    expect(await (await page.waitForSelector('#push-payload-error')).textContent()).toMatch(/^payload: must be JSON/);
+    expect(await page.inputValue('.push-form input[name="title"]')).toBe('Board push');
+    await page.fill('.push-form textarea[name="payload"]', '{"from": "board"}');
+    await page.fill('.push-form input[name="priority"]', '5');
+    await page.click('.push-form button[type="submit"]');
+    await page.waitForURL(/\/todos\/td_[0-9a-f-]+$/);
+    expect(await page.textContent('.todo-title')).toBe('Board push');
+    expect(await page.textContent('#payload')).toContain('"from": "board"');
+    expect((await db.sql`select priority from todos where endpoint_id = ${endpointId} and title = 'Board push'`)[0]).toEqual({ priority: 5 });
+    await shot('10b-pushed-from-board');
+  });
+
+  it('cancels that todo from its page', async () => {
+    await page.click('.todo-actions button.cancel');
+    await expect.poll(() => page.textContent('#todo .badge')).toBe('canceled');
+    expect(await page.$('.todo-actions button.cancel')).toBeNull();
+    await shot('10c-canceled');
+  });
+
+  it('retries a dead letter', async () => {
+    const pushed = await apiCaller(app.url, human.token)('POST', `/api/v1/endpoints/${slug}/todos`, { title: 'Fails once', max_attempts: 1 });
+    expect(pushed.status).toBe(201);
+    const id = pushed.json.id as string;
+    await agent.call('claim', { id });
+    await agent.call('fail', { id, result: { error: 'boom' } });
+    await page.goto(`${app.url}/todos/${id}`);
+    expect(await page.textContent('.badge.dead')).toBe('dead letter');
+    await shot('10d-dead-letter');
+    await page.click('.todo-actions button.retry');
+    await expect.poll(() => page.textContent('#todo .badge')).toBe('pending');
+    expect((await db.sql`select state, attempt from todos where id = ${id}`)[0]).toEqual({ state: 'pending', attempt: 0 });
+    await shot('10e-retried');
+  });
+
+  it('creates a webhook and shows its secret once', async () => {
+    await page.goto(`${app.url}/endpoints/${endpointId}`);
+    await page.selectOption('.webhook-form select[name="source_type"]', 'github');
+    await page.click('.webhook-form button[type="submit"]');
+    const secret = (await (await page.waitForSelector('#signing-secret')).textContent())!;
+    expect(secret).toMatch(/^whsec_/);
+    expect(await page.textContent('#ingest-url')).toMatch(new RegExp(`^${app.url}/webhooks/w/`));
+    await shot('10f-webhook-secret-once');
+    await page.click('text=Done: back to the endpoint');
+    await page.waitForSelector('.webhook-row');
+    expect(await page.content()).not.toContain(secret);
+    await shot('10g-webhook-listed');
+  });
+
   it('revokes the endpoint through a confirm page', async () => {
     await page.click('a.danger >> text=Revoke');
     await page.waitForURL(`${app.url}/endpoints/${endpointId}/revoke`);
@@ -193,9 +252,15 @@ describe('the board in Chromium', { timeout: 60_000 }, () => {
     await page.click('#confirm-revoke');
     await page.waitForURL(`${app.url}/endpoints/${endpointId}`);
     await expect.poll(() => page.textContent('.card-head .state')).toBe('revoked');
-    expect(await page.textContent('.card')).toContain('Endpoint killed');
+    expect(await page.textContent('.card')).toContain('Endpoint revoked');
     await until(() => app.sessions.sessionsOf(endpointId).length === 0, 'the revoked endpoint’s sessions to close');
     await shot('12-revoked');
+    // On the endpoints page it is one line of the revoked list, not a card.
+    await page.click('nav >> text=Endpoints');
+    await page.waitForSelector(`#revoked-${endpointId}`);
+    expect(await page.$(`#endpoint-${endpointId}`)).toBeNull();
+    expect(await page.textContent(`#revoked-${endpointId}`)).toContain(slug);
+    await shot('12b-revoked-list');
   });
 
   it('signs out, and the pages loaded without a single Content-Security-Policy violation', async () => {

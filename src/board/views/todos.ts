@@ -128,7 +128,7 @@ ${opts.existing ? html`<p class="warn" role="status" id="push-existing">Already 
 <h1 class="todo-title">${t.title}</h1>
 <p>${stateBadge(t)}${held ? html` <span class="held">${heldText(held)}</span>` : ''}</p>
 ${opts.refused ? html`<p class="error" role="alert" id="todo-refused">${opts.refused}</p>` : ''}
-<p class="todo-actions">${todoActions(s, t)}</p>
+<div class="todo-actions">${todoActions(s, t)}</div>
 <dl class="facts lifecycle">
 ${row('Endpoint', html`<a href="${path('/endpoints', t.endpoint_id)}"><code>${t.endpoint_slug}</code></a> (${t.agent_name})`)}
 ${row('Queue', t.queue)}
