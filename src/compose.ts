@@ -141,7 +141,13 @@ export function wakeupsOf(s: Services): WakeupHandlers {
 export function maintenanceLoopsOf(s: Services): MaintenanceLoop[] {
   const { sql, clock, log } = s.base;
   return [
-    reaperLoop({ sql, clock, log, onRequeued: (todos) => todos.forEach((t) => s.hooks.announceTodo(t, 'requeued')) }),
+    reaperLoop({
+      sql,
+      clock,
+      log,
+      onRequeued: (todos) => todos.forEach((t) => s.hooks.announceTodo(t, 'requeued')),
+      onDue: (todos) => todos.forEach((t) => s.hooks.announceTodo(t, 'created')),
+    }),
     presenceEvaluatorLoop(s.presence),
     unheardSweepLoop(s.acks),
     selfTestCleanupLoop(s.selfTests),

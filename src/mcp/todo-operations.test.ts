@@ -14,7 +14,15 @@ let api: Api;
 beforeAll(() => void ({ app, api } = fixture));
 
 const todoPath = (slug: string, id: string, action: string) => `/api/v1/endpoints/${slug}/todos/${id}/${action}`;
-const reap = () => reapOnce({ sql: app.sql, clock: app.clock, log: createLogger('silent') });
+const announced: { due: string[]; requeued: string[] } = { due: [], requeued: [] };
+const reap = () =>
+  reapOnce({
+    sql: app.sql,
+    clock: app.clock,
+    log: createLogger('silent'),
+    onDue: (todos) => announced.due.push(...todos.map((t) => t.id)),
+    onRequeued: (todos) => announced.requeued.push(...todos.map((t) => t.id)),
+  });
 const rungFor = (heard: { params: { meta: Record<string, string> } }[], id: string) => heard.filter((n) => n.params.meta.todo_id === id);
 
 describe('list_todos', () => {
@@ -63,6 +71,8 @@ describe('delayed todos', () => {
     app.clock.advance(10 * 60_000);
     const { released } = await reap();
     expect(released.map((m) => m.id)).toEqual([id]);
+    // The notify hooks hear of it as ready for the first time (created), not as requeued.
+    expect(announced).toEqual({ due: [id], requeued: [] });
     await until(() => rungFor(a.heard, id).length === 1, 'the doorbell of the todo that came due');
     expect(await a.call('claim_next')).toMatchObject({ todo: { id } });
   });

@@ -27,6 +27,8 @@ export async function reapOnce(deps: {
   log: Logger;
   /** Runs with the push-eligible todos this pass put back to pending (the notify hooks' `requeued`). */
   onRequeued?: (todos: TodoRow[]) => void;
+  /** Runs with the push-eligible delayed todos this pass released (ready for the first time: the hooks' `created`). */
+  onDue?: (todos: TodoRow[]) => void;
 }): Promise<{ reaped: Moved[]; requeued: Moved[]; released: Moved[] }> {
   const now = deps.clock.now();
   const reaped = await reapExpiredLeasesUnscoped(deps.sql, now);
@@ -49,8 +51,9 @@ export async function reapOnce(deps: {
     const [endpointId, queue] = key.split('\n') as [string, string];
     await notify(deps.sql, 'todo_ready', { endpointId, queue });
   }
-  const pending = [...reaped, ...requeued, ...released].filter((m) => m.state === 'pending').map((m) => m.id);
+  const pending = [...reaped, ...requeued].filter((m) => m.state === 'pending').map((m) => m.id);
   if (deps.onRequeued && pending.length > 0) deps.onRequeued(await pushEligibleTodosByIds(deps.sql, pending));
+  if (deps.onDue && released.length > 0) deps.onDue(await pushEligibleTodosByIds(deps.sql, released.map((m) => m.id)));
   return { reaped, requeued, released };
 }
 
