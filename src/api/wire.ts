@@ -31,6 +31,7 @@ export interface EndpointView {
   id: string;
   slug: string;
   agent_name: string;
+  /** `active`, or `revoked` (final). The board and the CLI use these words too (README, "Words for state and presence"). */
   state: 'active' | 'revoked';
   queues: string[];
   verbs: string[];
@@ -38,6 +39,10 @@ export interface EndpointView {
   created_at: string;
   revoked_at: string | null;
   last_seen_at: string | null;
+  /**
+   * `in` or `out`, and what decides it: `default` (no shift, no override), `shift`, `agent` or
+   * `operator` (an override). "On shift" means source `shift` and presence `in`, nothing else.
+   */
   presence: { presence: Presence; source: PresenceSource; until: string | null };
   shift: string | null;
   /** Sessions attached to the instance that answered. */

@@ -138,6 +138,9 @@ describe('switchboard CLI, the path a new user walks', () => {
     const out = await run(['endpoint', 'clock-out', slug], authEnv());
     expect(out).toMatchObject({ code: 0 });
     expect(out.out).toContain(`${slug} is out (operator)`);
+    // The board's words: the source as the API names it, then the reason; never "off shift" without a shift.
+    expect(out.out).toContain('  reason   clocked out by a human\n');
+    expect((await run(['endpoint', 'show', slug], authEnv())).out).toMatch(/^Presence {3}out \(operator\): clocked out by a human$/m);
     const shift = await run(['endpoint', 'shift', slug, 'TZ=Europe/Berlin Mon 09:00-10:00', '--json'], authEnv());
     expect(JSON.parse(shift.out)).toMatchObject({ shift: 'TZ=Europe/Berlin Mon 09:00-10:00' });
     const bad = await run(['endpoint', 'shift', slug, 'Mon 09:00-09:00'], authEnv());
@@ -149,6 +152,9 @@ describe('switchboard CLI, the path a new user walks', () => {
     expect((await run(['endpoint', 'shift', slug, '--clear'], authEnv())).code).toBe(0);
     const cleared = await run(['endpoint', 'presence', slug, '--clear', '--json'], authEnv());
     expect(JSON.parse(cleared.out)).toMatchObject({ presence: 'in', source: 'default', shift: null });
+    const plain = (await run(['endpoint', 'presence', slug], authEnv())).out;
+    expect(plain).toContain(`${slug} is in (default)\n  reason   no shift and no override\n`);
+    expect(plain).not.toMatch(/on shift|off shift/);
   });
 
   it('endpoint revoke asks first; only "y" proceeds; a self-test todo is ended, not dead-lettered', async () => {

@@ -2,13 +2,14 @@ import type { Command } from 'commander';
 import type { EndpointView, PresenceView, RevokeResult, VendResult } from '../api/wire.ts';
 import { exportLine } from '../domain/connect-instructions.ts';
 import { parseDuration } from '../domain/duration.ts';
+import { presenceReason, presenceWithSource } from '../domain/presence-words.ts';
 import { ApiClient } from './client.ts';
 import type { CliContext } from './context.ts';
 import { loadCredentials } from './credentials.ts';
 import { CliError, printJson, printTable, usageError, type Io } from './output.ts';
 
-const describePresence = (p: { presence: string; source: string; until: string | null }) =>
-  `${p.presence} (${p.source})${p.until ? ` until ${p.until}` : ''}`;
+/** `in (shift) until ...`: presence and source in the API's words (domain/presence-words.ts). */
+const describePresence = (p: Pick<PresenceView, 'presence' | 'source' | 'until'>) => `${presenceWithSource(p)}${p.until ? ` until ${p.until}` : ''}`;
 
 /** `--until` takes an RFC 3339 time or a duration from now such as 90m or 2h. */
 function untilArg(raw: string | undefined): string | null {
@@ -21,6 +22,7 @@ function untilArg(raw: string | undefined): string | null {
 
 function printPresence(io: Io, slug: string, p: PresenceView): void {
   io.out(`${slug} is ${describePresence(p)}\n`);
+  io.out(`  reason   ${presenceReason(p)}\n`);
   io.out(`  shift    ${p.shift ?? 'none'}\n`);
   io.out(`  pending  ${p.pending} push-eligible todo(s)${p.presence === 'out' ? ', held' : ''}\n`);
 }
@@ -51,7 +53,7 @@ function printEndpoint(io: Io, e: EndpointView): void {
     ['MCP URL', e.mcp_url],
     ['Created', e.created_at],
     ['Last seen', e.last_seen_at ?? 'never'],
-    ['Presence', describePresence(e.presence)],
+    ['Presence', e.state === 'active' ? `${describePresence(e.presence)}: ${presenceReason(e.presence)}` : '-'],
     ['Shift', e.shift ?? 'none'],
   ];
   if (e.revoked_at) rows.push(['Revoked', e.revoked_at]);
