@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
+import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
+import { vend } from '../../test/support/fixtures.ts';
 import type { App } from '../app.ts';
 import { ManualClock } from '../lib/clock.ts';
 import { createLoginLink } from '../store/web-sessions.ts';
@@ -15,11 +16,13 @@ let db: Awaited<ReturnType<typeof migratedDatabase>>;
 let app: TestApp;
 let cookie = '';
 let csrfToken = '';
+let endpointId = '';
 
 beforeAll(async () => {
   db = await migratedDatabase();
   app = await startTestApp(db.url, new ManualClock(new Date()));
   const alice = await humanWithToken(db.sql);
+  endpointId = (await vend(apiCaller(app.url, alice.token), { name: 'hostile', queues: ['inbox'] })).id;
   const { token } = await createLoginLink(db.sql, alice.handle, app.clock.now());
   const signIn = await fetch(`${app.url}/login/${token}`, { method: 'POST', redirect: 'manual' });
   cookie = /^sb_session=[^;]*/.exec(signIn.headers.get('set-cookie') ?? '')![0];
@@ -35,13 +38,30 @@ afterAll(async () => {
 
 const HOSTILE_IDS = ['%00', '%E0%A4%A', '%', 'a%00b', 'x'.repeat(5000), '%ED%A0%80', '..%2F..%2Fetc', "1' or '1'='1"];
 
-const GET_ROUTES = (id: string) => [`/endpoints/${id}`, `/endpoints/${id}/revoke`, `/todos/${id}`];
+/** A webhook's and a hook's routes under `endpoint` (a hostile id, or a real endpoint of the signed-in human's). */
+const hookRoutes = (endpoint: string, id: string) =>
+  ['webhooks', 'hooks'].flatMap((kind) => [`/endpoints/${endpoint}/${kind}/${id}/rotate`, `/endpoints/${endpoint}/${kind}/${id}/delete`]);
+const GET_ROUTES = (id: string) => [
+  `/endpoints/${id}`,
+  `/endpoints/${id}/revoke`,
+  `/todos/${id}`,
+  `/todos?endpoint=${id}`,
+  ...hookRoutes(id, id),
+  ...hookRoutes(endpointId, id),
+];
 const POST_ROUTES = (id: string) => [
   `/endpoints/${id}/presence`,
   `/endpoints/${id}/presence/clear`,
   `/endpoints/${id}/shift`,
   `/endpoints/${id}/self-test`,
   `/endpoints/${id}/revoke`,
+  `/endpoints/${id}/todos`,
+  `/endpoints/${id}/webhooks`,
+  `/endpoints/${id}/hooks`,
+  `/todos/${id}/cancel`,
+  `/todos/${id}/retry`,
+  ...hookRoutes(id, id),
+  ...hookRoutes(endpointId, id),
 ];
 
 async function send(method: 'GET' | 'POST', path: string) {
