@@ -187,7 +187,7 @@ describe('claim_next with wait', () => {
     await app.directory.expireIdle();
     const [row] = await fixture.sql`select count(*)::int as n from mcp_sessions where id = ${sid}`;
     expect(row!.n).toBe(1);
-    expect((await (await waiting).json()).result.structuredContent).toEqual({ empty: true });
+    expect(((await (await waiting).json()) as { result: { structuredContent: unknown } }).result.structuredContent).toEqual({ empty: true });
   }, 20_000);
 });
 
