@@ -205,6 +205,8 @@ describe('switchboard bridge on stdio', { timeout: 45_000 }, () => {
   it('survives a server restart behind the same URL: calls meanwhile answer at once, and the next doorbell arrives', async () => {
     const e = await vend(api, { name: 'restarted', queues: ['reviews'] });
     const b = await bridge(e);
+    await streamOpen(e, app);
+    await until(() => /notification stream open/.test(b.stderr()), 'the bridge to say its stream is open');
     relay.to(null);
     await app.stop();
     const t0 = Date.now();
