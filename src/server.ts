@@ -92,8 +92,9 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
 
   app.addHook('onSend', async (_req, reply) => void withSecurityHeaders(reply, https()));
 
+  // The access log: the route's template, never the path (paths carry sign-in link tokens).
   app.addHook('onResponse', async (req, reply) => {
-    log.debug(
+    log.info(
       { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: reply.statusCode, ms: Math.round(reply.elapsedTime) },
       'http request',
     );
@@ -177,6 +178,7 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
     log,
     sessions: s.sessions,
     directory: s.directory,
+    calls: s.calls,
     credentials: s.credentials,
     presence: s.presence,
     acks: s.acks,

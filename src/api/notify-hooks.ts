@@ -27,7 +27,7 @@ export function registerHookRoutes(api: FastifyInstance, deps: { endpoints: Endp
     return reply.code(201).send(await hooks.create(ownerOf(e), body, `operator:${req.human!.id}`) satisfies MintedHookView);
   });
 
-  api.post('/hooks/:id/rotate', async (req): Promise<MintedHookView> => hooks.rotate(await ownHook(req)));
+  api.post('/hooks/:id/rotate', async (req): Promise<MintedHookView> => hooks.rotate(await ownHook(req), `operator:${req.human!.id}`));
 
-  api.delete('/hooks/:id', async (req): Promise<HookDeleted> => hooks.delete(await ownHook(req)));
+  api.delete('/hooks/:id', async (req): Promise<HookDeleted> => hooks.delete(await ownHook(req), `operator:${req.human!.id}`));
 }

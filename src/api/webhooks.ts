@@ -41,9 +41,9 @@ export function registerWebhookRoutes(api: FastifyInstance, deps: { endpoints: E
     return reply.code(201).send(created satisfies MintedWebhookView);
   });
 
-  api.post('/webhooks/:id/rotate', async (req): Promise<MintedWebhookView> => webhooks.rotate(await ownWebhook(req)));
+  api.post('/webhooks/:id/rotate', async (req): Promise<MintedWebhookView> => webhooks.rotate(await ownWebhook(req), `operator:${req.human!.id}`));
 
-  api.delete('/webhooks/:id', async (req): Promise<WebhookDeleted> => webhooks.delete(await ownWebhook(req)));
+  api.delete('/webhooks/:id', async (req): Promise<WebhookDeleted> => webhooks.delete(await ownWebhook(req), `operator:${req.human!.id}`));
 
   api.get('/events', async (req): Promise<EventList> => {
     const q = parseInput(eventsQuery, req.query ?? {}, 'query');

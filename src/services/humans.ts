@@ -1,5 +1,7 @@
 import type { Sql } from '../db/connect.ts';
 import type { Clock } from '../lib/clock.ts';
+import { audit } from '../lib/audit.ts';
+import type { Logger } from '../lib/log.ts';
 import {
   addHuman,
   authenticatePersonalToken,
@@ -20,6 +22,8 @@ export { LOGIN_LINK_TTL_MS, WEB_SESSION_TTL_MS } from '../store/web-sessions.ts'
 export interface HumansBase {
   sql: Sql;
   clock: Clock;
+  /** Where the server writes board sign-in and sign-out audit lines (admin commands have none). */
+  log?: Logger;
 }
 
 /** A board session just opened: the cookie value and when it ends. */
@@ -90,7 +94,14 @@ export class Humans {
     const opened = await consumeLoginLink(this.base.sql, linkToken, this.base.clock.now());
     if (!opened) return null;
     if (previousSessionToken) await this.deleteWebSession(previousSessionToken);
+    if (this.base.log) audit(this.base.log, 'board.sign_in', `operator:${opened.humanId}`, { method: 'link' });
     return opened;
+  }
+
+  /** Ends a board session the human asked to end. */
+  async signOut(humanId: string, sessionToken: string): Promise<void> {
+    await this.deleteWebSession(sessionToken);
+    if (this.base.log) audit(this.base.log, 'board.sign_out', `operator:${humanId}`, {});
   }
 
   /** The human behind an identity an OpenID Connect provider vouched for (bound, linked by email, or created). */
@@ -106,6 +117,7 @@ export class Humans {
     const { human, created, linked } = await this.forOidcIdentity(identity);
     if (previousSessionToken) await this.deleteWebSession(previousSessionToken);
     const opened = await openWebSession(this.base.sql, human.id, this.base.clock.now());
+    if (this.base.log) audit(this.base.log, 'board.sign_in', `operator:${human.id}`, { method: 'oidc', created, linked });
     return { ...opened, humanId: human.id, human, created, linked };
   }
 }

@@ -1,3 +1,4 @@
+import { audit } from '../lib/audit.ts';
 import type { ServiceBase } from './base.ts';
 import { ulid } from 'ulidx';
 import type { Clock } from '../lib/clock.ts';
@@ -145,6 +146,7 @@ export class NotifyHooks {
       },
       this.clock.now(),
     );
+    audit(this.log, 'notify_hook.create', by, { endpoint_id: owner.id, hook_id: row.id, url: row.url });
     return { ...this.view(row), signing_secret: secret };
   }
 
@@ -153,15 +155,17 @@ export class NotifyHooks {
     return { hooks: hooks.map((h) => this.view(h)), ceiling: { max: this.opts.max, used: hooks.length } };
   }
 
-  async rotate(row: HookRow) {
+  async rotate(row: HookRow, by: string) {
     const secret = mintHookSecret();
     const now = this.clock.now();
     const rotated = await rotateHook(this.sql, row.id, this.box.for(sealedFor('notify_hooks', row.id)).seal(secret), new Date(now.getTime() + ROTATION_GRACE_MS), now);
+    audit(this.log, 'notify_hook.rotate', by, { endpoint_id: row.endpoint_id, hook_id: row.id });
     return { ...this.view(rotated), signing_secret: secret };
   }
 
-  async delete(row: HookRow) {
+  async delete(row: HookRow, by: string) {
     await deleteHook(this.sql, row.id);
+    audit(this.log, 'notify_hook.delete', by, { endpoint_id: row.endpoint_id, hook_id: row.id });
     // Other instances drop theirs at the next attempt, when they find the hook gone.
     this.#deliveries.forget(row.id, 'hook_gone');
     return { hook_id: row.id, deleted: true };

@@ -1,5 +1,7 @@
 import type { ServiceBase } from './base.ts';
 import type { Clock } from '../lib/clock.ts';
+import { audit } from '../lib/audit.ts';
+import type { Logger } from '../lib/log.ts';
 import { sealedFor, type SecretBox } from '../lib/crypto-box.ts';
 import type { Sql } from '../db/connect.ts';
 import { SwitchboardError, forbidden, invalidArgument } from '../domain/errors.ts';
@@ -39,13 +41,14 @@ export interface WebhookOwner {
 export class Webhooks {
   private readonly sql: Sql;
   private readonly clock: Clock;
+  private readonly log: Logger;
 
   constructor(
-    base: Pick<ServiceBase, 'sql' | 'clock'>,
+    base: ServiceBase,
     private readonly box: SecretBox,
     private readonly baseUrl: () => string,
   ) {
-    ({ sql: this.sql, clock: this.clock } = base);
+    ({ sql: this.sql, clock: this.clock, log: this.log } = base);
   }
 
   ingestUrl(token: string): string {
@@ -132,6 +135,7 @@ export class Webhooks {
       }
       throw err;
     });
+    audit(this.log, 'webhook.create', by, { endpoint_id: owner.id, webhook_id: minted.webhook.id, source_type: source, target_queue: queue });
     return this.#minted(minted);
   }
 
@@ -139,12 +143,15 @@ export class Webhooks {
     return (await listWebhooks(this.sql, endpointId)).map((w) => this.view(w));
   }
 
-  async rotate(row: WebhookRow) {
-    return this.#minted(await rotateWebhook(this.sql, row, (s) => this.box.for(sealedFor('webhooks', row.id)).seal(s), this.clock.now()));
+  async rotate(row: WebhookRow, by: string) {
+    const rotated = await rotateWebhook(this.sql, row, (s) => this.box.for(sealedFor('webhooks', row.id)).seal(s), this.clock.now());
+    audit(this.log, 'webhook.rotate', by, { endpoint_id: row.endpoint_id, webhook_id: row.id });
+    return this.#minted(rotated);
   }
 
-  async delete(row: WebhookRow) {
+  async delete(row: WebhookRow, by: string) {
     await deleteWebhook(this.sql, row.id);
+    audit(this.log, 'webhook.delete', by, { endpoint_id: row.endpoint_id, webhook_id: row.id });
     return { webhook_id: row.id, deleted: true };
   }
 

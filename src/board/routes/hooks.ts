@@ -83,7 +83,7 @@ export function registerHookRoutes(board: FastifyInstance, deps: HookRouteDeps):
 
   board.post('/endpoints/:id/webhooks/:hid/rotate', async (req, reply) => {
     const { e, w } = await webhookOf(req);
-    const rotated = await deps.webhooks.rotate(w);
+    const rotated = await deps.webhooks.rotate(w, by(req));
     deps.log.info({ slug: e.slug, webhook_id: w.id, human_id: humanOf(req).human.id }, 'webhook rotated on the board');
     return sendPage(reply, 200, mintedWebhookPage(humanOf(req), e, rotated, 'rotated'));
   });
@@ -106,7 +106,7 @@ export function registerHookRoutes(board: FastifyInstance, deps: HookRouteDeps):
 
   board.post('/endpoints/:id/webhooks/:hid/delete', async (req, reply) => {
     const { e, w } = await webhookOf(req);
-    await deps.webhooks.delete(w);
+    await deps.webhooks.delete(w, by(req));
     deps.log.info({ slug: e.slug, webhook_id: w.id, human_id: humanOf(req).human.id }, 'webhook deleted on the board');
     return reply.redirect(`${path('/endpoints', e.id)}#webhooks`, 303);
   });
@@ -148,7 +148,7 @@ export function registerHookRoutes(board: FastifyInstance, deps: HookRouteDeps):
 
   board.post('/endpoints/:id/hooks/:hid/rotate', async (req, reply) => {
     const { e, h } = await hookOf(req);
-    const rotated = await deps.hooks.rotate(h);
+    const rotated = await deps.hooks.rotate(h, by(req));
     deps.log.info({ slug: e.slug, hook_id: h.id, human_id: humanOf(req).human.id }, 'notify hook rotated on the board');
     return sendPage(reply, 200, mintedHookPage(humanOf(req), e, rotated, 'rotated'));
   });
@@ -171,7 +171,7 @@ export function registerHookRoutes(board: FastifyInstance, deps: HookRouteDeps):
 
   board.post('/endpoints/:id/hooks/:hid/delete', async (req, reply) => {
     const { e, h } = await hookOf(req);
-    await deps.hooks.delete(h);
+    await deps.hooks.delete(h, by(req));
     deps.log.info({ slug: e.slug, hook_id: h.id, human_id: humanOf(req).human.id }, 'notify hook deleted on the board');
     return reply.redirect(`${path('/endpoints', e.id)}#notify-hooks`, 303);
   });

@@ -117,7 +117,7 @@ export function registerSignInRoutes(board: FastifyInstance, deps: SignInRouteDe
 
   board.post('/logout', async (req, reply) => {
     const s = req.boardSession!;
-    await humans.deleteWebSession(s.token);
+    await humans.signOut(s.human.id, s.token);
     deps.onSignOut(s.token);
     clearSessionCookie(reply, secure());
     return reply.redirect('/login', 303);

@@ -43,7 +43,7 @@ export const hookTools: Tool[] = [
     description: 'Mint a new signing secret (the old one still signs for 24 hours) and re-enable the hook.',
     input: z.object({ hook_id: hookId }).strict(),
     async run(ctx, args) {
-      return ctx.hooks.rotate(await ctx.hooks.endpointHook(ctx.session.endpoint.id, args.hook_id));
+      return ctx.hooks.rotate(await ctx.hooks.endpointHook(ctx.session.endpoint.id, args.hook_id), 'agent');
     },
   }),
   defineTool({
@@ -52,7 +52,7 @@ export const hookTools: Tool[] = [
     description: 'Delete one of this endpoint\'s notify hooks.',
     input: z.object({ hook_id: hookId }).strict(),
     async run(ctx, args) {
-      return ctx.hooks.delete(await ctx.hooks.endpointHook(ctx.session.endpoint.id, args.hook_id));
+      return ctx.hooks.delete(await ctx.hooks.endpointHook(ctx.session.endpoint.id, args.hook_id), 'agent');
     },
   }),
 ];

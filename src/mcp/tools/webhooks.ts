@@ -41,7 +41,7 @@ export const webhookTools: Tool[] = [
     description: 'Mint a new ingest URL and (signed webhooks) a new secret; the old ones stop working at once.',
     input: z.object({ webhook_id: webhookId }).strict(),
     async run(ctx, args) {
-      return ctx.webhooks.rotate(await ctx.webhooks.endpointWebhook(ctx.session.endpoint.id, args.webhook_id));
+      return ctx.webhooks.rotate(await ctx.webhooks.endpointWebhook(ctx.session.endpoint.id, args.webhook_id), 'agent');
     },
   }),
   defineTool({
@@ -50,7 +50,7 @@ export const webhookTools: Tool[] = [
     description: 'Delete one of this endpoint\'s webhooks; its URL stops working.',
     input: z.object({ webhook_id: webhookId }).strict(),
     async run(ctx, args) {
-      return ctx.webhooks.delete(await ctx.webhooks.endpointWebhook(ctx.session.endpoint.id, args.webhook_id));
+      return ctx.webhooks.delete(await ctx.webhooks.endpointWebhook(ctx.session.endpoint.id, args.webhook_id), 'agent');
     },
   }),
 ];

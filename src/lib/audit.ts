@@ -1,0 +1,22 @@
+import type { Logger } from './log.ts';
+
+/** Everything an audit line is written for: who changed which credential or integration. */
+export type AuditAction =
+  | 'endpoint.vend'
+  | 'endpoint.revoke'
+  | 'webhook.create'
+  | 'webhook.rotate'
+  | 'webhook.delete'
+  | 'notify_hook.create'
+  | 'notify_hook.rotate'
+  | 'notify_hook.delete'
+  | 'board.sign_in'
+  | 'board.sign_out';
+
+/**
+ * One audit line: `audit` names the action, `by` who did it (`operator:<human id>`, `agent` for
+ * an endpoint's own MCP session), plus the ids it touched. Never a secret: ids and slugs only.
+ */
+export function audit(log: Logger, action: AuditAction, by: string, fields: Record<string, string | number | boolean | null | readonly string[]>): void {
+  log.info({ audit: action, by, ...fields }, `audit: ${action}`);
+}
