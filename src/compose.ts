@@ -5,6 +5,7 @@ import { Metrics } from './lib/metrics.ts';
 import { SessionRegistry } from './sessions/registry.ts';
 import type { ServiceBase } from './services/base.ts';
 import { BoardReads } from './services/board-reads.ts';
+import { CallCancellations } from './services/call-cancellations.ts';
 import { DoorbellAcks } from './services/doorbell/acks.ts';
 import { Doorbell } from './services/doorbell/doorbell.ts';
 import { ReadyRings } from './services/doorbell/ready-rings.ts';
@@ -38,6 +39,8 @@ export interface Services {
   base: ServiceBase;
   sessions: SessionRegistry;
   directory: SessionDirectory;
+  /** MCP calls being answered here, for cancellation. */
+  calls: CallCancellations;
   metrics: Metrics;
   credentials: EndpointCredentials;
   revocations: Revocations;
@@ -109,6 +112,7 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
     base,
     sessions,
     directory,
+    calls: new CallCancellations(base, sessions),
     metrics,
     credentials,
     revocations,
@@ -134,7 +138,7 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
 
 /** What each service does on each NOTIFY channel, merged into one handler set. */
 export function wakeupsOf(s: Services): WakeupHandlers {
-  return mergeWakeups(s.directory.wakeups(), s.revocations.wakeups(), s.presence.wakeups(), s.selfTests.wakeups(), s.readyRings.wakeups(), s.todoWork.wakeups());
+  return mergeWakeups(s.directory.wakeups(), s.revocations.wakeups(), s.presence.wakeups(), s.selfTests.wakeups(), s.readyRings.wakeups(), s.todoWork.wakeups(), s.calls.wakeups());
 }
 
 /** The background loops every instance runs (tests turn them off and drive passes by hand). */

@@ -74,6 +74,27 @@ describe('claim_next with wait on two instances', () => {
     expect(n).toBe(2);
   });
 
+  it('a cancel sent through B (notifications/cancelled) ends the wait on A, which then claims nothing', async () => {
+    const e = await vend(viaB, { name: 'canceller', queues: ['reviews'] });
+    const headers = { authorization: `Bearer ${e.token}`, accept: 'application/json, text/event-stream', 'content-type': 'application/json' };
+    const post = (app: App, body: unknown, sid?: string) =>
+      fetch(`${app.url}/mcp/${e.slug}`, { method: 'POST', headers: sid ? { ...headers, 'mcp-session-id': sid } : headers, body: JSON.stringify(body) });
+    const init = await post(a, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+    const sid = init.headers.get('mcp-session-id')!;
+    const waiting = post(a, { jsonrpc: '2.0', id: 'poll:1', method: 'tools/call', params: { name: 'claim_next', arguments: { wait: '30s' } } }, sid);
+    await until(() => waitingOn(a, e.slug) === 1, 'the call to wait on A');
+    const t = performance.now();
+    const cancel = await post(b, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'poll:1', reason: 'user interrupted' } }, sid);
+    expect(cancel.status).toBe(202);
+    const answer = (await (await waiting).json()) as { id: string; result: { structuredContent: unknown } };
+    expect(performance.now() - t).toBeLessThan(1_000);
+    expect(answer).toMatchObject({ id: 'poll:1', result: { structuredContent: { empty: true } } });
+    const pushed = await push(viaB, e, { title: 'nobody waits', queue: 'reviews' });
+    await settle(200);
+    const [row] = await sql`select state from todos where id = ${pushed.id}`;
+    expect(row!.state).toBe('pending');
+  });
+
   it('a session ended through B (DELETE) ends its wait on A', async () => {
     const e = await vend(viaB, { name: 'ender', queues: ['reviews'] });
     const agent = await connectAgent(a, e);

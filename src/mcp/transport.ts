@@ -13,7 +13,6 @@ import {
   rpcFailure,
   rpcError,
   rpcResult,
-  type JsonRpcId,
   type JsonRpcResponse,
 } from './jsonrpc.ts';
 import { neutralizeText } from '../domain/neutralize.ts';
@@ -26,6 +25,7 @@ import {
 import type { EndpointCredentials } from '../services/endpoint-credentials.ts';
 import type { Session, SessionEndpoint, SessionRegistry } from '../sessions/registry.ts';
 import type { SessionDirectory } from '../services/session-directory.ts';
+import type { CallCancellations } from '../services/call-cancellations.ts';
 import type { AgentServices } from './tools/index.ts';
 
 export const MCP_BODY_LIMIT = 1024 * 1024;
@@ -38,6 +38,8 @@ export const MCP_REALM = 'Bearer realm="switchboard"';
 export interface McpDeps extends AgentServices {
   sessions: SessionRegistry;
   directory: SessionDirectory;
+  /** The calls being answered, ended by notifications/cancelled (from any instance) or their session's end. */
+  calls: CallCancellations;
   credentials: EndpointCredentials;
   /** Hostnames a loopback listener accepts in Host (the DNS-rebinding guard); undefined disables it. */
   allowedHosts?: readonly string[];
@@ -98,15 +100,6 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
   const { sessions, log } = deps;
   const ipLimiter = new RateLimiter(deps.limits?.ip ?? MCP_IP_LIMIT, deps.clock);
   const endpointLimiter = new RateLimiter(deps.limits?.endpoint ?? MCP_ENDPOINT_LIMIT, deps.clock);
-  /**
-   * Calls being answered on this instance, by session id then JSON-RPC id: notifications/cancelled
-   * aborts one, the end of its session (DELETE anywhere, revocation, this server stopping) all of
-   * that session's. A long-polling claim_next ends on it.
-   */
-  const inFlight = new Map<string, Map<JsonRpcId, AbortController>>();
-  sessions.on('sessionClosed', (s) => {
-    for (const call of inFlight.get(s.id)?.values() ?? []) call.abort();
-  });
 
   app.register(async (mcp) => {
     // Bodies arrive raw so a bad one becomes a JSON-RPC parse error, not an HTTP API envelope.
@@ -203,16 +196,12 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
         if (incoming.kind === 'notification' && incoming.message.method === 'notifications/initialized') session.initialized = true;
         if (incoming.kind === 'notification' && incoming.message.method === 'notifications/cancelled') {
           const requestId = incoming.message.params?.requestId;
-          if (typeof requestId === 'string' || typeof requestId === 'number') inFlight.get(session.id)?.get(requestId)?.abort();
+          if (typeof requestId === 'string' || typeof requestId === 'number') deps.calls.cancel(session.id, requestId);
         }
         return reply.code(202).send();
       }
-      const requestId = incoming.message.id;
-      const call = new AbortController();
-      const calls = inFlight.get(session.id) ?? new Map<JsonRpcId, AbortController>();
-      inFlight.set(session.id, calls);
-      calls.set(requestId, call);
-      // The client went away before its answer: nothing will read it.
+      // Ended by a cancel, the session's end, or (below) the client going away before its answer.
+      const call = deps.calls.begin(session.id, incoming.message.id);
       const gone = () => {
         if (!reply.raw.writableFinished) call.abort();
       };
@@ -220,13 +209,15 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       session.inFlight++;
       try {
         const answer = await handleSessionRequest(deps, session, incoming.message, { signal: call.signal, keepAlive: () => sessions.touch(session) });
+        // A call ended early (its session ended, the server is stopping, it was cancelled): the
+        // connection closes after the answer, so a stopping server is not left waiting on it.
+        if (call.signal.aborted) reply.header('connection', 'close');
         return sendRpc(reply, 200, answer);
       } finally {
         session.inFlight--;
         sessions.touch(session);
         reply.raw.off('close', gone);
-        if (calls.get(requestId) === call) calls.delete(requestId);
-        if (calls.size === 0 && inFlight.get(session.id) === calls) inFlight.delete(session.id);
+        call.end();
       }
     });
 

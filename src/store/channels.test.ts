@@ -10,6 +10,8 @@ describe('NOTIFY channel payloads', () => {
     expect(encodePayload('endpoint_presence', { endpointId, change: 'refresh' })).toBe(`${endpointId}:refresh`);
     expect(encodePayload('endpoint_revoked', { endpointId })).toBe(endpointId);
     expect(encodePayload('doorbell_test', { testId: 'dt_01J' })).toBe('dt_01J');
+    expect(encodePayload('mcp_cancel', { sessionId: 'sE5s', requestId: 7 })).toBe('sE5s:7');
+    expect(encodePayload('mcp_cancel', { sessionId: 'sE5s', requestId: 'a:1' })).toBe('sE5s:"a:1"');
   });
 
   it('decode what they encode', () => {
@@ -18,6 +20,8 @@ describe('NOTIFY channel payloads', () => {
       ['endpoint_presence', { endpointId, change: 'out' }],
       ['endpoint_revoked', { endpointId }],
       ['doorbell_test', { testId: 'dt_01J' }],
+      ['mcp_cancel', { sessionId: 'sE5s', requestId: 'poll:1' }],
+      ['mcp_cancel', { sessionId: 'sE5s', requestId: 42 }],
     ] as const;
     for (const [channel, payload] of samples) expect(decodePayload(channel, encodePayload(channel, payload as never))).toEqual(payload);
   });
@@ -26,5 +30,6 @@ describe('NOTIFY channel payloads', () => {
     expect(decodePayload('todo_ready', endpointId)).toBeNull();
     expect(decodePayload('endpoint_presence', `${endpointId}:sideways`)).toBeNull();
     expect(decodePayload('endpoint_revoked', '')).toBeNull();
+    for (const raw of ['sE5s', ':7', 'sE5s:', 'sE5s:{"a":1}', 'sE5s:null', 'sE5s:nope']) expect(decodePayload('mcp_cancel', raw), raw).toBeNull();
   });
 });

@@ -5,7 +5,8 @@ import type { Sql, TxSql } from '../db/connect.ts';
  * decode here; the wire formats are shared with every instance of this version, so they must
  * not change: `todo_ready` `<endpoint_id>:<queue>`, `endpoint_presence` `<endpoint_id>:<in|out|refresh>`,
  * `endpoint_revoked` `<endpoint_id>`, `doorbell_test` `<test id>`, `mcp_session` `<session id>:closed` or
- * `<session id>:stream:<instance id>`. Sent at commit, like any NOTIFY.
+ * `<session id>:stream:<instance id>`, `mcp_cancel` `<session id>:<JSON-RPC request id as JSON>`.
+ * Sent at commit, like any NOTIFY.
  */
 export interface ChannelPayloads {
   todo_ready: { endpointId: string; queue: string };
@@ -15,6 +16,8 @@ export interface ChannelPayloads {
   doorbell_test: { testId: string };
   /** closed: the session ended everywhere; stream: its stream is now on that instance (any other ends its own). */
   mcp_session: { sessionId: string; change: 'closed' } | { sessionId: string; change: 'stream'; instanceId: string };
+  /** A client cancelled a call (notifications/cancelled) on an instance not answering it. */
+  mcp_cancel: { sessionId: string; requestId: string | number };
 }
 export type Channel = keyof ChannelPayloads;
 
@@ -59,6 +62,20 @@ const codecs: { [C in Channel]: Codec<ChannelPayloads[C]> } = {
       if (change === 'closed' && instanceId === undefined) return { sessionId, change };
       if (change === 'stream' && instanceId) return { sessionId, change, instanceId };
       return null;
+    },
+  },
+  mcp_cancel: {
+    encode: (p) => `${p.sessionId}:${JSON.stringify(p.requestId)}`,
+    // Session ids hold no colon; the request id is JSON, which may.
+    decode: (raw) => {
+      const cut = raw.indexOf(':');
+      if (cut <= 0) return null;
+      try {
+        const requestId: unknown = JSON.parse(raw.slice(cut + 1));
+        return typeof requestId === 'string' || (typeof requestId === 'number' && Number.isFinite(requestId)) ? { sessionId: raw.slice(0, cut), requestId } : null;
+      } catch {
+        return null;
+      }
     },
   },
 };
