@@ -18,7 +18,7 @@ const UNSCOPED = {
   'selftests.ts': ['cleanUpSelfTestsUnscoped', 'overdueTestsUnscoped', 'selfTestEndpointUnscoped', 'settleUnrungTestsUnscoped'],
   'todos/push.ts': ['chargeDueRingsUnscoped'],
   'todos/reads.ts': ['queueStatsUnscoped', 'todoQueueUnscoped'],
-  'todos/sweeps.ts': ['reapExpiredLeasesUnscoped', 'requeueDueRetriesUnscoped'],
+  'todos/sweeps.ts': ['reapExpiredLeasesUnscoped', 'releaseDueDelayedUnscoped', 'requeueDueRetriesUnscoped'],
   'webhooks.ts': ['countSignedWebhooksUnscoped', 'findIngestTargetUnscoped', 'legacyWebhookSecretsUnscoped', 'resealWebhookSecretUnscoped'],
 };
 
