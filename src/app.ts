@@ -74,11 +74,15 @@ export interface AppOptions {
  * What `switchboard admin` and `switchboard migrate` act on: the database the server uses (an
  * embedded cluster a running `serve` owns is shared), its schema brought up to date, no server.
  */
-export async function openAdmin(config: Config, log: Logger): Promise<{ humans: Humans; applied: string[]; close(): Promise<void> }> {
-  const db = await openDatabase(config, log, { role: 'admin' });
+export async function openAdmin(
+  config: Config,
+  log: Logger,
+  opts: { init?: boolean } = {},
+): Promise<{ humans: Humans; applied: string[]; database: string; close(): Promise<void> }> {
+  const db = await openDatabase(config, log, { role: 'admin', init: opts.init });
   try {
     const applied = await migrate(db.direct);
-    return { humans: new Humans({ sql: db.sql, clock: systemClock }), applied, close: () => db.close() };
+    return { humans: new Humans({ sql: db.sql, clock: systemClock }), applied, database: db.description, close: () => db.close() };
   } catch (err) {
     await db.close();
     throw err;

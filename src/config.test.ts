@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from './config.ts';
 
@@ -12,6 +13,13 @@ const fails = (env: NodeJS.ProcessEnv) => {
 };
 
 describe('loadConfig', () => {
+  it('resolves a relative SWITCHBOARD_DATA_DIR against the working directory and keeps what was given', () => {
+    const c = loadConfig({ SWITCHBOARD_DATA_DIR: 'relative/dir' });
+    expect(c.dataDir).toBe(join(process.cwd(), 'relative/dir'));
+    expect(c.dataDirRelative).toBe('relative/dir');
+    expect(loadConfig({ SWITCHBOARD_DATA_DIR: '/srv/sb' }).dataDirRelative).toBeUndefined();
+  });
+
   it('defaults to 127.0.0.1:8080, embedded database, info logs', () => {
     const c = loadConfig({ SWITCHBOARD_DATA_DIR: '/srv/sb' });
     expect(c).toMatchObject({
@@ -79,7 +87,6 @@ describe('loadConfig', () => {
     ['SWITCHBOARD_LISTEN', { SWITCHBOARD_LISTEN: '127.0.0.1:99999' }],
     ['SWITCHBOARD_BASE_URL', { SWITCHBOARD_BASE_URL: 'ftp://x' }],
     ['SWITCHBOARD_BASE_URL', { SWITCHBOARD_BASE_URL: 'https://user:pw@x' }],
-    ['SWITCHBOARD_DATA_DIR', { SWITCHBOARD_DATA_DIR: 'relative/dir' }],
     ['SWITCHBOARD_LOG_LEVEL', { SWITCHBOARD_LOG_LEVEL: 'loud' }],
     ['SWITCHBOARD_DOORBELL_ACK_WINDOW', { SWITCHBOARD_DOORBELL_ACK_WINDOW: '30s' }],
     ['SWITCHBOARD_DOORBELL_ACK_WINDOW', { SWITCHBOARD_DOORBELL_ACK_WINDOW: '7h' }],

@@ -3,7 +3,7 @@ import { isIP, type BlockList } from 'node:net';
 import { decodeKey } from './lib/crypto-box.ts';
 import { parseAllowList, parsePorts } from './lib/ssrf.ts';
 import { parseDuration } from './domain/duration.ts';
-import { join } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 
 /** Board sign-in through an OpenID Connect provider (SWITCHBOARD_OIDC_*). */
 export interface OidcSettings {
@@ -41,7 +41,10 @@ export interface Config {
   baseUrl: string;
   /** False when baseUrl was derived from the listen address (a test on port 0 rewrites it). */
   baseUrlExplicit: boolean;
+  /** Absolute: a relative SWITCHBOARD_DATA_DIR is resolved against the working directory. */
   dataDir: string;
+  /** The relative SWITCHBOARD_DATA_DIR as given, when it was resolved (serve and admin say so). */
+  dataDirRelative: string | undefined;
   logLevel: LogLevel;
   /** How long a ring may wait for an acknowledgement before it is unheard. */
   doorbellAckWindowMs: number;
@@ -169,10 +172,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const baseUrl = rawBase ? parseBaseUrl(rawBase) : `http://${displayHost}:${port}`;
 
   const dataDirRaw = nonEmpty('SWITCHBOARD_DATA_DIR');
-  if (dataDirRaw && !dataDirRaw.startsWith('/')) {
-    throw new ConfigError('SWITCHBOARD_DATA_DIR', `must be an absolute path, got ${JSON.stringify(dataDirRaw)}`);
-  }
-  const dataDir = dataDirRaw ?? defaultDataDir(env);
+  const dataDirRelative = dataDirRaw !== undefined && !isAbsolute(dataDirRaw) ? dataDirRaw : undefined;
+  const dataDir = dataDirRaw === undefined ? defaultDataDir(env) : resolve(dataDirRaw);
 
   const levelRaw = (nonEmpty('SWITCHBOARD_LOG_LEVEL') ?? 'info').toLowerCase();
   if (!LOG_LEVELS.includes(levelRaw as LogLevel)) {
@@ -228,6 +229,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     baseUrl,
     baseUrlExplicit: rawBase !== undefined,
     dataDir,
+    dataDirRelative,
     logLevel: levelRaw as LogLevel,
     doorbellAckWindowMs,
     metricsToken,

@@ -12,16 +12,20 @@ import { CliError, printJson, printTable } from './output.ts';
  * date and runs `fn`. Admin commands act on the database directly: they are how the first human
  * and the first token come to exist.
  */
-export async function withHumans<T>(ctx: CliContext, fn: (humans: Humans) => Promise<T>): Promise<T> {
+export async function withHumans<T>(ctx: CliContext, fn: (humans: Humans) => Promise<T>, opts: { init?: boolean } = {}): Promise<T> {
   let config;
+  let admin;
   try {
     config = loadConfig(ctx.env);
+    const log = createLogger(config.logLevel === 'debug' ? 'debug' : 'warn', process.stderr);
+    if (config.dataDirRelative !== undefined && !config.databaseUrl) ctx.io.err(`switchboard: SWITCHBOARD_DATA_DIR ${config.dataDirRelative} is ${config.dataDir}\n`);
+    admin = await openAdmin(config, log, opts);
   } catch (e) {
     if (e instanceof ConfigError) throw new CliError(e.message);
     throw e;
   }
-  const log = createLogger(config.logLevel === 'debug' ? 'debug' : 'warn', process.stderr);
-  const admin = await openAdmin(config, log);
+  // Which database an admin command changed is never a guess.
+  ctx.io.err(`switchboard: database: ${admin.database}\n`);
   try {
     return await fn(admin.humans);
   } finally {
@@ -32,7 +36,9 @@ export async function withHumans<T>(ctx: CliContext, fn: (humans: Humans) => Pro
 export function registerAdminCommands(program: Command, ctx: CliContext): void {
   const admin = program
     .command('admin')
-    .description('manage humans, their personal access tokens and board sign-in links (acts on the database directly, on the server host)');
+    .description('manage humans, their personal access tokens and board sign-in links (acts on the database directly, on the server host)')
+    .option('--init', 'create the embedded database when the data dir has none (otherwise refused: it would not be the server\'s)');
+  const run = <T>(fn: (humans: Humans) => Promise<T>) => withHumans(ctx, fn, { init: admin.opts().init === true });
 
   const human = admin.command('human').description('humans: the people who own endpoints');
   human
@@ -43,7 +49,7 @@ export function registerAdminCommands(program: Command, ctx: CliContext): void {
     .option('--email <email>', 'email address')
     .option('--json', 'print JSON')
     .action(async (handle: string, opts: { name?: string; email?: string; json?: boolean }) => {
-      const h = await withHumans(ctx, (humans) => humans.add({ handle, displayName: opts.name, email: opts.email }));
+      const h = await run((humans) => humans.add({ handle, displayName: opts.name, email: opts.email }));
       if (opts.json) return printJson(ctx.io, { id: h.id, handle: h.handle, display_name: h.display_name, email: h.email });
       ctx.io.out(`Added human ${h.handle} (${h.id}). Next: switchboard admin token create ${h.handle}\n`);
     });
@@ -52,7 +58,7 @@ export function registerAdminCommands(program: Command, ctx: CliContext): void {
     .description('list humans')
     .option('--json', 'print JSON')
     .action(async (opts: { json?: boolean }) => {
-      const rows = await withHumans(ctx, (humans) => humans.list());
+      const rows = await run((humans) => humans.list());
       if (opts.json) return printJson(ctx.io, rows.map((h) => ({ id: h.id, handle: h.handle, display_name: h.display_name, email: h.email, created_at: rfc3339(h.created_at) })));
       if (rows.length === 0) return ctx.io.out('No humans yet. Add one with `switchboard admin human add HANDLE`.\n');
       printTable(ctx.io, ['HANDLE', 'NAME', 'EMAIL', 'ID'], rows.map((h) => [h.handle, h.display_name, h.email, h.id]));
@@ -71,7 +77,7 @@ export function registerAdminCommands(program: Command, ctx: CliContext): void {
         if (e instanceof ConfigError) throw new CliError(e.message);
         throw e;
       }
-      const link = await withHumans(ctx, (humans) => humans.createLoginLink(handle));
+      const link = await run((humans) => humans.createLoginLink(handle));
       const url = `${baseUrl}/login/${link.token}`;
       if (opts.json) return printJson(ctx.io, { url, handle: link.human.handle, expires_at: rfc3339(link.expiresAt) });
       ctx.io.out(`${url}\n`);
@@ -86,7 +92,7 @@ export function registerAdminCommands(program: Command, ctx: CliContext): void {
     .option('--name <name>', 'a label, e.g. the machine it is for')
     .option('--json', 'print JSON')
     .action(async (handle: string, opts: { name?: string; json?: boolean }) => {
-      const { token: plaintext, record } = await withHumans(ctx, (humans) => humans.createToken({ handle, name: opts.name }));
+      const { token: plaintext, record } = await run((humans) => humans.createToken({ handle, name: opts.name }));
       if (opts.json) return printJson(ctx.io, { id: record.id, token: plaintext, prefix: record.token_prefix, name: record.name });
       ctx.io.out(`${plaintext}\n`);
       ctx.io.err(`Token ${record.token_prefix}… for ${handle} (id ${record.id}). It is shown once; store it now.\n`);
@@ -97,7 +103,7 @@ export function registerAdminCommands(program: Command, ctx: CliContext): void {
     .argument('<handle>', 'the human')
     .option('--json', 'print JSON')
     .action(async (handle: string, opts: { json?: boolean }) => {
-      const rows = await withHumans(ctx, (humans) => humans.listTokens(handle));
+      const rows = await run((humans) => humans.listTokens(handle));
       const out = rows.map((t) => ({
         id: t.id,
         prefix: t.token_prefix,
@@ -115,7 +121,7 @@ export function registerAdminCommands(program: Command, ctx: CliContext): void {
     .description('revoke a token by id or prefix')
     .argument('<token>', 'token id or its sbp_ prefix')
     .action(async (ref: string) => {
-      const t = await withHumans(ctx, (humans) => humans.revokeToken(ref));
+      const t = await run((humans) => humans.revokeToken(ref));
       ctx.io.out(`Revoked token ${t.token_prefix}… (${t.id}).\n`);
     });
 }

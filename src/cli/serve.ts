@@ -32,6 +32,9 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
     .action(async () => {
       const config = configFrom(ctx);
       const log = createLogger(config.logLevel);
+      if (config.dataDirRelative !== undefined && !config.databaseUrl) {
+        log.info({ given: config.dataDirRelative, data_dir: config.dataDir }, 'SWITCHBOARD_DATA_DIR is relative: resolved against the working directory');
+      }
       const app = await startApp({ config, log }).catch((e: unknown) => {
         throw e instanceof ConfigError ? new CliError(e.message) : e;
       });
@@ -52,11 +55,15 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
   program
     .command('migrate')
     .description('apply pending database migrations and exit (serve also applies them at startup)')
-    .action(async () => {
+    .option('--init', 'create the embedded database when the data dir has none')
+    .action(async (opts: { init?: boolean }) => {
       const config = configFrom(ctx);
       const log = createLogger(config.logLevel, process.stderr);
-      const { applied, close } = await openAdmin(config, log);
+      const { applied, database, close } = await openAdmin(config, log, { init: opts.init === true }).catch((e: unknown) => {
+        throw e instanceof ConfigError ? new CliError(e.message) : e;
+      });
       await close();
+      ctx.io.err(`switchboard: database: ${database}\n`);
       ctx.io.out(applied.length ? `Applied ${applied.join(', ')}.\n` : 'Schema is up to date.\n');
     });
 }

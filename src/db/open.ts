@@ -1,4 +1,6 @@
-import type { Config } from '../config.ts';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { ConfigError, type Config } from '../config.ts';
 import type { Logger } from '../lib/log.ts';
 import { findRunningEmbeddedCluster, startEmbeddedCluster } from './cluster/embedded.ts';
 import { connect, redactUrl, type Sql } from './connect.ts';
@@ -22,6 +24,8 @@ export interface Database {
 export interface OpenOptions {
   /** `serve` owns an embedded cluster; `admin` commands may attach to the one a server is running. */
   role?: 'serve' | 'admin';
+  /** Admin only: create the embedded cluster when the data dir has none (otherwise refuse). */
+  init?: boolean;
 }
 
 export async function openDatabase(config: Config, log: Logger, opts: OpenOptions = {}): Promise<Database> {
@@ -32,7 +36,16 @@ export async function openDatabase(config: Config, log: Logger, opts: OpenOption
     if (running) {
       const sql = connect(running.url, { max: 2 });
       await ping(sql, `embedded PostgreSQL in ${config.dataDir}`);
-      return { sql, direct: sql, description: `embedded PostgreSQL in ${config.dataDir}`, close: () => sql.end({ timeout: 5 }) };
+      return { sql, direct: sql, description: `embedded PostgreSQL in ${config.dataDir} (shared with the running serve, PID ${running.pid})`, close: () => sql.end({ timeout: 5 }) };
+    }
+    // A second terminal without the server's SWITCHBOARD_DATA_DIR must not quietly make a new,
+    // empty database whose humans and tokens the running server never sees.
+    if (!opts.init && !existsSync(join(config.dataDir, 'pgdata', 'PG_VERSION'))) {
+      throw new ConfigError(
+        'SWITCHBOARD_DATA_DIR',
+        `names ${config.dataDir}, which holds no Switchboard database. Point SWITCHBOARD_DATA_DIR at the data dir \`switchboard serve\` printed, ` +
+          'or SWITCHBOARD_DATABASE_URL at its database; pass --init to create a new embedded database here',
+      );
     }
   }
   const cluster = await startEmbeddedCluster({
