@@ -20,7 +20,8 @@ import type { PresenceService } from './services/presence.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import type { ReadyRings } from './services/doorbell/ready-rings.ts';
 import type { SessionDirectory } from './services/session-directory.ts';
-import { listenForWakeups } from './services/wakeups.ts';
+import { listenForWakeups, type Wakeups } from './services/wakeups.ts';
+import { Readiness } from './services/readiness.ts';
 import { VERSION } from './lib/version.ts';
 import { Humans } from './services/humans.ts';
 
@@ -109,7 +110,8 @@ export async function startApp(opts: AppOptions): Promise<App> {
   );
   const { sessions, hooks, selfTests, oidc } = services;
   let server: FastifyInstance | undefined;
-  let wakeups: { stop(): Promise<void> } | undefined;
+  let wakeups: Wakeups | undefined;
+  const readiness = new Readiness(db.sql, () => wakeups?.probe);
 
   try {
     await migrate(db.direct, { onApply: (file) => log.info({ file }, 'migration applied') });
@@ -130,6 +132,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       trustedProxies: config.trustedProxies,
       mcpLimits: opts.mcpLimits,
       ingestLimit: opts.ingestLimit,
+      readiness,
     });
     wakeups = await listenForWakeups(db.direct, wakeupsOf(services), log);
     await services.directory.start();

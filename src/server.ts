@@ -7,6 +7,7 @@ import { constantTimeEqual } from './lib/secrets.ts';
 import type { HealthView } from './api/wire.ts';
 import { pingDatabase } from './store/health.ts';
 import type { Services } from './compose.ts';
+import type { ReadinessReport } from './services/readiness.ts';
 import type { BucketPolicy } from './lib/rate-limit.ts';
 import { VERSION } from './lib/version.ts';
 import { API_BODY_LIMIT, registerApi } from './api/plugin.ts';
@@ -36,6 +37,8 @@ export interface WebOptions {
    * one of them is keyed, in every per-address limit, by the client address the proxy forwarded.
    */
   trustedProxies?: readonly string[];
+  /** What /readyz asks. */
+  readiness: { check(): Promise<ReadinessReport> };
 }
 
 const SECURITY_HEADERS: Record<string, string> = {
@@ -115,6 +118,16 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
     }
     if (prefersJson(req.headers.accept)) return reply.send({ status: 'ok', version: VERSION } satisfies HealthView);
     return reply.type('text/plain; charset=utf-8').send(`ok ${VERSION}\n`);
+  });
+
+  // Liveness: the process answers. A load balancer or orchestrator restarts on this, never on the database.
+  app.get('/livez', async (_req, reply) => reply.type('text/plain; charset=utf-8').send('ok\n'));
+
+  // Readiness: send traffic here only while the database answers, migrations are applied and LISTEN hears.
+  app.get('/readyz', async (_req, reply) => {
+    const report = await web.readiness.check();
+    if (!report.ready) log.warn({ checks: report.checks }, 'not ready');
+    return reply.code(report.ready ? 200 : 503).send(report);
   });
 
   // Prometheus scrape: its own bearer credential; every refusal is the same empty 401.

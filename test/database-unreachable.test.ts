@@ -70,6 +70,18 @@ describe('while the database is unreachable', () => {
     const res = await fetch(`${app.url}/healthz`);
     expect(res.status).toBe(503);
   });
+
+  it('/readyz answers 503 naming the database and the LISTEN connection; /livez still answers 200', async () => {
+    const ready = await fetch(`${app.url}/readyz`);
+    expect(ready.status).toBe(503);
+    const report = (await ready.json()) as { ready: boolean; checks: Record<string, string> };
+    expect(report.ready).toBe(false);
+    expect(report.checks.database).toMatch(/^unreachable: /);
+    expect(report.checks.listen).not.toBe('ok');
+    const live = await fetch(`${app.url}/livez`);
+    expect(live.status).toBe(200);
+    expect(await live.text()).toBe('ok\n');
+  });
 });
 
 describe('once the database is back', () => {
@@ -85,5 +97,16 @@ describe('once the database is back', () => {
     expect(await agent.call('list_todos')).toMatchObject({ todos: [] });
     const board = await fetch(`${app.url}/`, { headers: { cookie: boardCookie }, redirect: 'manual' });
     expect(board.status).toBe(200);
+  });
+
+  it('/readyz is 200 again once LISTEN has reconnected', async () => {
+    const deadline = Date.now() + 15_000;
+    let res = await fetch(`${app.url}/readyz`);
+    while (Date.now() < deadline && res.status !== 200) {
+      await new Promise((r) => setTimeout(r, 200));
+      res = await fetch(`${app.url}/readyz`);
+    }
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ ready: true, checks: { database: 'ok', migrations: 'ok', listen: 'ok' } });
   });
 });

@@ -56,3 +56,13 @@ export async function migrate(sql: Sql, opts: { dir?: string; onApply?: (file: s
   }
   return applied;
 }
+
+/** The migration files this build ships that the database has not applied (empty: up to date). */
+export async function pendingMigrations(sql: Sql, dir: string = MIGRATIONS_DIR): Promise<string[]> {
+  const rows = await sql<{ version: string }[]>`select version from schema_migrations`.catch((err: { code?: string }) => {
+    if (err.code === '42P01') return []; // undefined_table: nothing applied yet
+    throw err;
+  });
+  const applied = new Set(rows.map((r) => r.version));
+  return (await listMigrations(dir)).filter((m) => !applied.has(m.version)).map((m) => m.file);
+}

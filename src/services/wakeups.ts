@@ -1,6 +1,7 @@
 import type { Sql } from '../db/connect.ts';
 import type { Logger } from '../lib/log.ts';
-import { decodePayload, type Channel, type ChannelPayloads } from '../store/channels.ts';
+import { randomBytes } from 'node:crypto';
+import { decodePayload, notify, type Channel, type ChannelPayloads } from '../store/channels.ts';
 import { Coalesced } from '../lib/coalesce.ts';
 import { settleWithin } from '../lib/timeout.ts';
 
@@ -56,7 +57,16 @@ export const CATCH_UP_QUIET_MS = 1_000;
 /** How long a shutdown waits for UNLISTEN. */
 const UNLISTEN_TIMEOUT_MS = 2_000;
 
-export async function listenForWakeups(sql: Sql, handlers: WakeupHandlers, log: Logger): Promise<{ stop(): Promise<void> }> {
+export interface Wakeups {
+  stop(): Promise<void>;
+  /**
+   * Whether this instance's LISTEN connection hears now: sends a `listen_probe` with a fresh
+   * nonce and waits at most `timeoutMs` for it to come back.
+   */
+  probe(timeoutMs: number): Promise<boolean>;
+}
+
+export async function listenForWakeups(sql: Sql, handlers: WakeupHandlers, log: Logger): Promise<Wakeups> {
   const catchUps = Object.entries(handlers).flatMap(([channel, h]) => (h?.onListen ? [{ channel, run: h.onListen.bind(h) }] : []));
   const catchUp = new Coalesced(
     async () => {
@@ -95,10 +105,25 @@ export async function listenForWakeups(sql: Sql, handlers: WakeupHandlers, log: 
         else subscribedOnce.add(channel);
       },
     );
-  const subscriptions = await Promise.all(
-    (Object.keys(handlers) as Channel[]).map((channel) => subscribe(channel, handlers[channel] as NonNullable<WakeupHandlers[typeof channel]>)),
-  );
+  const probes = new Map<string, () => void>();
+  const subscriptions = await Promise.all([
+    ...(Object.keys(handlers) as Channel[]).map((channel) => subscribe(channel, handlers[channel] as NonNullable<WakeupHandlers[typeof channel]>)),
+    // Every instance hears every probe; only the one that sent a nonce is waiting for it.
+    sql.listen('listen_probe' satisfies Channel, (raw) => probes.get(decodePayload('listen_probe', raw)?.nonce ?? '')?.()),
+  ]);
   return {
+    probe: async (timeoutMs) => {
+      const nonce = randomBytes(16).toString('hex');
+      const heard = new Promise<void>((resolve) => probes.set(nonce, resolve));
+      try {
+        await notify(sql, 'listen_probe', { nonce });
+        return (await settleWithin(heard, timeoutMs)) === 'done';
+      } catch {
+        return false;
+      } finally {
+        probes.delete(nonce);
+      }
+    },
     // With the database unreachable an UNLISTEN never answers: shutdown goes on without it.
     stop: async () => {
       catchUp.cancel();

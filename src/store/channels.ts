@@ -5,7 +5,8 @@ import type { Sql, TxSql } from '../db/connect.ts';
  * decode here; the wire formats are shared with every instance of this version, so they must
  * not change: `todo_ready` `<endpoint_id>:<queue>`, `endpoint_presence` `<endpoint_id>:<in|out|refresh>`,
  * `endpoint_revoked` `<endpoint_id>`, `doorbell_test` `<test id>`, `mcp_session` `<session id>:closed` or
- * `<session id>:stream:<instance id>`, `mcp_cancel` `<session id>:<JSON-RPC request id as JSON>`.
+ * `<session id>:stream:<instance id>`, `mcp_cancel` `<session id>:<JSON-RPC request id as JSON>`,
+ * `listen_probe` `<nonce>`.
  * Sent at commit, like any NOTIFY.
  */
 export interface ChannelPayloads {
@@ -18,6 +19,8 @@ export interface ChannelPayloads {
   mcp_session: { sessionId: string; change: 'closed' } | { sessionId: string; change: 'stream'; instanceId: string };
   /** A client cancelled a call (notifications/cancelled) on an instance not answering it. */
   mcp_cancel: { sessionId: string; requestId: string | number };
+  /** /readyz proving this instance's LISTEN connection: a random nonce it expects back. */
+  listen_probe: { nonce: string };
 }
 export type Channel = keyof ChannelPayloads;
 
@@ -77,6 +80,10 @@ const codecs: { [C in Channel]: Codec<ChannelPayloads[C]> } = {
         return null;
       }
     },
+  },
+  listen_probe: {
+    encode: (p) => p.nonce,
+    decode: (raw) => (/^[0-9a-f]{32}$/.test(raw) ? { nonce: raw } : null),
   },
 };
 

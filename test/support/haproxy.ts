@@ -10,7 +10,7 @@ import { freePort, sleep, spawnServe, waitFor, type HeardAt, type RemoteAgent, t
 
 /**
  * A real load balancer in front of real `serve` processes: HAProxy (foreground, `-db`) on a free
- * loopback port, round robin, no session affinity, health checks on GET /healthz. Every instance
+ * loopback port, round robin, no session affinity, health checks on GET /readyz. Every instance
  * advertises the balancer's URL (SWITCHBOARD_BASE_URL), so a vended mcp_url points through it.
  * The test-only additions to the configuration: an admin socket (server states and counters) and
  * an `X-Served-By` response header naming the backend that answered.
@@ -61,7 +61,7 @@ export function haproxyConfig(port: number, backends: readonly Backend[], adminS
     '',
     'backend switchboard_instances',
     '  balance roundrobin',
-    '  option httpchk GET /healthz',
+    '  option httpchk GET /readyz',
     '  http-check expect status 200',
     `  default-server ${CHECK}`,
     '  http-response set-header X-Served-By %[srv_name]',
