@@ -70,7 +70,14 @@ export function listeningPort(output: string): number | undefined {
  * process can take it between choosing and binding) against `databaseUrl`, with a scratch HOME and
  * data dir; resolves once the process logged the port it bound and GET /healthz there answers 200.
  */
-export async function spawnServe(opts: { databaseUrl: string; env?: Record<string, string>; logLevel?: string; healthTimeoutMs?: number }): Promise<ServeProcess> {
+export async function spawnServe(opts: {
+  databaseUrl: string;
+  env?: Record<string, string>;
+  logLevel?: string;
+  healthTimeoutMs?: number;
+  /** Node's arguments in place of `bin/switchboard.js serve` (the package test runs the compiled build). */
+  nodeArgs?: string[];
+}): Promise<ServeProcess> {
   const home = await mkdtemp(join(tmpdir(), 'sbfault-'));
   scratchDirs.add(home);
   const env: NodeJS.ProcessEnv = {
@@ -82,7 +89,7 @@ export async function spawnServe(opts: { databaseUrl: string; env?: Record<strin
     SWITCHBOARD_LOG_LEVEL: opts.logLevel ?? 'info',
     ...opts.env,
   };
-  const child = spawn(process.execPath, [SWITCHBOARD_BIN, 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, opts.nodeArgs ?? [SWITCHBOARD_BIN, 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
