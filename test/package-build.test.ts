@@ -61,7 +61,7 @@ describe('npm run build', () => {
   });
 
   it('gives a server that runs on plain Node and is ready', async () => {
-    const serve = await spawnServe({ databaseUrl: db.url, nodeArgs: compiledMain('serve') });
+    const serve = await spawnServe({ databaseUrl: db.url, command: [process.execPath, ...compiledMain('serve')] });
     const res = await fetch(`${serve.url}/readyz`);
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ ready: true });

@@ -72,11 +72,12 @@ export function listeningPort(output: string): number | undefined {
  */
 export async function spawnServe(opts: {
   databaseUrl: string;
-  env?: Record<string, string>;
+  /** Added to the environment; an undefined value removes that variable. */
+  env?: Record<string, string | undefined>;
   logLevel?: string;
   healthTimeoutMs?: number;
-  /** Node's arguments in place of `bin/switchboard.js serve` (the package test runs the compiled build). */
-  nodeArgs?: string[];
+  /** The command in place of `node bin/switchboard.js serve` (the compiled build, the image's entry point). */
+  command?: [string, ...string[]];
 }): Promise<ServeProcess> {
   const home = await mkdtemp(join(tmpdir(), 'sbfault-'));
   scratchDirs.add(home);
@@ -89,7 +90,9 @@ export async function spawnServe(opts: {
     SWITCHBOARD_LOG_LEVEL: opts.logLevel ?? 'info',
     ...opts.env,
   };
-  const child = spawn(process.execPath, opts.nodeArgs ?? [SWITCHBOARD_BIN, 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
+  const [file, ...args] = opts.command ?? [process.execPath, SWITCHBOARD_BIN, 'serve'];
+  const child = spawn(file, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
