@@ -26,6 +26,8 @@ import type { AuthFailures } from '../web/auth-failures.ts';
 import { RateLimiter } from '../lib/rate-limit.ts';
 import { parseInput } from '../domain/validate.ts';
 import { registerTodoRoutes } from './todos.ts';
+import { doc, registerOpenApi } from './openapi.ts';
+import { VERSION } from '../lib/version.ts';
 
 export interface ApiDeps {
   humans: Humans;
@@ -97,6 +99,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
   const readLimiter = new RateLimiter(API_READ_LIMIT, clock);
   const writeLimiter = new RateLimiter(API_WRITE_LIMIT, clock);
 
+  registerOpenApi(app, { prefix: '/api/v1', version: VERSION, baseUrl: base });
   app.register(
     async (api) => {
       api.addHook('onRequest', humanGuard(deps.humans, deps.authFailures));
@@ -120,12 +123,20 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
       const human = (req: FastifyRequest) => req.human!;
       const ref = (req: FastifyRequest) => (req.params as { ref: string }).ref;
 
-      api.get('/me', async (req): Promise<MeView> => {
+      api.get('/me', doc({ tag: 'account', summary: 'The human the token belongs to', ok: { status: 200, description: '{id, handle, display_name, email}' } }), async (req): Promise<MeView> => {
         const h = human(req);
         return { id: h.id, handle: h.handle, display_name: h.display_name, email: h.email };
       });
 
-      api.post('/endpoints', async (req, reply: FastifyReply) => {
+      api.post(
+        '/endpoints',
+        doc({
+          tag: 'endpoints',
+          summary: 'Vend an endpoint: an MCP URL and its credential for one agent',
+          body: vendBody,
+          ok: { status: 201, description: 'The endpoint, its `token` (shown once), `mcp_json`, `mcp_json_bridge` and `connect` instructions' },
+        }),
+        async (req, reply: FastifyReply) => {
         const body = parseInput(vendBody, req.body ?? {});
         const { endpoint, credential } = await endpoints.vend(human(req).id, body);
         const out = endpointOut(endpoint, base(), clock.now());
@@ -139,19 +150,19 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
         } satisfies VendResult);
       });
 
-      api.get('/endpoints', async (req): Promise<EndpointView[]> => {
+      api.get('/endpoints', doc({ tag: 'endpoints', summary: 'Your endpoints, with presence and the cluster\'s session counts', ok: { status: 200, description: 'An array of endpoints' } }), async (req): Promise<EndpointView[]> => {
         const rows = await endpoints.listOwn(human(req).id);
         const counts = await countsOf(rows.map((e) => e.id));
         return rows.map((e) => endpointOut(e, base(), clock.now(), counts.get(e.id) ?? noSessions));
       });
 
-      api.get('/endpoints/:ref', async (req): Promise<EndpointView> => {
+      api.get('/endpoints/:ref', doc({ tag: 'endpoints', summary: 'One of your endpoints', ok: { status: 200, description: 'The endpoint' } }), async (req): Promise<EndpointView> => {
         const e = await endpoints.requireOwn(human(req).id, ref(req));
         const counts = await countsOf([e.id]);
         return endpointOut(e, base(), clock.now(), counts.get(e.id) ?? noSessions);
       });
 
-      api.post('/endpoints/:ref/revoke', async (req): Promise<RevokeResult> => {
+      api.post('/endpoints/:ref/revoke', doc({ tag: 'endpoints', summary: 'Revoke an endpoint: its credential stops working and its live todos are dead-lettered', ok: { status: 200, description: 'The endpoint and `todos_dead_lettered`' } }), async (req): Promise<RevokeResult> => {
         const { endpoint, deadLettered } = await endpoints.revoke(human(req).id, ref(req));
         return { ...endpointOut(endpoint, base(), clock.now()), todos_dead_lettered: deadLettered };
       });

@@ -1,0 +1,181 @@
+import type { FastifyInstance, RouteOptions } from 'fastify';
+import { z } from 'zod';
+import { HTTP_STATUS } from '../web/errors.ts';
+
+// GET /api/v1/openapi.json: an OpenAPI 3.1 document built from the routes as registered. Each
+// /api/v1 route carries its RouteDoc in its options (`doc({...})`), with the very zod schemas its
+// handler parses the body and query with, so the document cannot drift from what is validated.
+// A route registered without a RouteDoc makes the document fail to build (the test catches it).
+
+export interface RouteDoc {
+  summary: string;
+  /** Tag grouping the route in the document. */
+  tag: 'endpoints' | 'todos' | 'presence' | 'doorbell tests' | 'webhooks' | 'notify hooks' | 'account';
+  body?: z.ZodType;
+  query?: z.ZodType;
+  /** The success answer: its status and what it carries. */
+  ok: { status: 200 | 201; description: string };
+  /** Statuses this route answers besides the ones every route can (409 on a revoked endpoint, ...). */
+  errors?: readonly number[];
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    openapi?: RouteDoc;
+  }
+}
+
+/** Route options carrying the route's documentation. */
+export const doc = (d: RouteDoc) => ({ config: { openapi: d } });
+
+interface SeenRoute {
+  method: string;
+  url: string;
+  doc: RouteDoc | undefined;
+}
+
+const ERROR_ENVELOPE = z
+  .object({
+    error: z.string().describe('What went wrong, for a person; names the field for invalid_argument'),
+    code: z.enum(Object.keys(HTTP_STATUS) as [string, ...string[]]).describe('The error family, stable for programs'),
+    field: z.string().optional().describe('The request field at fault (invalid_argument)'),
+    retry_after: z.number().optional().describe('Seconds to wait (rate_limited, unavailable); also the Retry-After header'),
+  })
+  .catchall(z.unknown())
+  .describe('Every error answer: the same envelope on every route');
+
+const ERROR_DESCRIPTIONS: Record<number, string> = {
+  400: 'invalid_argument: a field is missing or malformed (named in `error` and `field`)',
+  401: 'unauthenticated: no personal token, or one that is unknown or revoked',
+  404: 'not_found: no such route, or not one of your own endpoints (another human\'s answers the same)',
+  409: 'conflict or failed_precondition: the endpoint is revoked, or the todo is not in a state that allows this',
+  413: 'payload_too_large: the body is over the limit',
+  415: 'unsupported_media_type: the body is not application/json',
+  429: 'rate_limited: too many requests with this token or from this address; see Retry-After',
+  503: 'unavailable: the database cannot be reached; retry after Retry-After',
+};
+
+/**
+ * A zod schema as JSON Schema 2020-12 (the dialect of OpenAPI 3.1). Definitions zod emits under
+ * `$defs` (a recursive type such as a JSON payload) move to components.schemas, where a `$ref`
+ * inside the document can reach them; identical definitions share one entry.
+ */
+function toJsonSchema(schema: z.ZodType, components: Map<string, string>): Record<string, unknown> {
+  const out = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+  const { $schema: _dialect, $defs: defs = {}, ...rest } = out as { $schema?: string; $defs?: Record<string, unknown> };
+  const names = new Map<string, string>();
+  for (const key of Object.keys(defs)) names.set(key, `Json${components.size + names.size}`);
+  const rewrite = (value: unknown) =>
+    JSON.parse(JSON.stringify(value).replace(/"#\/\$defs\/([^"]+)"/g, (_m, key: string) => JSON.stringify(`#/components/schemas/${names.get(key)}`)));
+  const defsText = new Map([...names].map(([key, name]) => [name, JSON.stringify(rewrite(defs[key]))]));
+  // Reuse an identical definition already in the document under its name.
+  const reuse = new Map<string, string>();
+  for (const [name, text] of defsText) {
+    const existing = [...components].find(([, t]) => t === text)?.[0];
+    if (existing) reuse.set(name, existing);
+    else components.set(name, text);
+  }
+  let result = JSON.stringify(rewrite(rest));
+  for (const [name, existing] of reuse) result = result.replaceAll(`#/components/schemas/${name}"`, `#/components/schemas/${existing}"`);
+  return JSON.parse(result) as Record<string, unknown>;
+}
+
+/** `/endpoints/:ref/todos/:id` as OpenAPI writes it, and its path parameter names. */
+function openApiPath(url: string): { path: string; params: string[] } {
+  const params: string[] = [];
+  const path = url.replace(/:([A-Za-z_]+)/g, (_m, name: string) => {
+    params.push(name);
+    return `{${name}}`;
+  });
+  return { path, params };
+}
+
+const PARAM_DESCRIPTIONS: Record<string, string> = {
+  ref: 'An endpoint of yours: its slug or its id',
+  id: 'The todo, webhook or notify hook id',
+  test_id: 'The doorbell self-test id',
+};
+
+function operation(route: SeenRoute & { doc: RouteDoc }, components: Map<string, string>): Record<string, unknown> {
+  const jsonSchema = (schema: z.ZodType) => toJsonSchema(schema, components);
+  const d = route.doc;
+  const { params } = openApiPath(route.url);
+  const parameters: Record<string, unknown>[] = params.map((name) => ({
+    name,
+    in: 'path',
+    required: true,
+    description: PARAM_DESCRIPTIONS[name],
+    schema: { type: 'string' },
+  }));
+  if (d.query) {
+    const q = jsonSchema(d.query) as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
+    for (const [name, schema] of Object.entries(q.properties ?? {})) {
+      parameters.push({ name, in: 'query', required: q.required?.includes(name) ?? false, schema });
+    }
+  }
+  const statuses = new Set<number>([401, 429, 503, ...(d.errors ?? [])]);
+  if (d.body || d.query || params.length > 0) statuses.add(400);
+  if (params.length > 0 || d.query) statuses.add(404);
+  if (d.body) [413, 415].forEach((s) => statuses.add(s));
+  const responses: Record<string, unknown> = {
+    [d.ok.status]: { description: d.ok.description, content: { 'application/json': { schema: {} } } },
+  };
+  for (const status of [...statuses].sort()) {
+    responses[status] = { description: ERROR_DESCRIPTIONS[status] ?? 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+  }
+  return {
+    operationId: `${route.method.toLowerCase()}${openApiPath(route.url).path.replace(/\/api\/v1/, '').replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
+    summary: d.summary,
+    tags: [d.tag],
+    ...(parameters.length > 0 ? { parameters } : {}),
+    ...(d.body ? { requestBody: { required: false, content: { 'application/json': { schema: jsonSchema(d.body) } } } } : {}),
+    responses,
+  };
+}
+
+/** The document for the routes seen; throws naming any /api/v1 route registered without a RouteDoc. */
+export function openApiDocument(routes: readonly SeenRoute[], info: { version: string; serverUrl: string }): Record<string, unknown> {
+  const undocumented = routes.filter((r) => !r.doc).map((r) => `${r.method} ${r.url}`);
+  if (undocumented.length > 0) throw new Error(`routes without an OpenAPI RouteDoc: ${undocumented.join(', ')}`);
+  const paths: Record<string, Record<string, unknown>> = {};
+  const components = new Map<string, string>();
+  for (const route of routes as (SeenRoute & { doc: RouteDoc })[]) {
+    const { path } = openApiPath(route.url);
+    (paths[path] ??= {})[route.method.toLowerCase()] = operation(route, components);
+  }
+  const shared = Object.fromEntries([...components].map(([name, text]) => [name, JSON.parse(text) as unknown]));
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Switchboard operator API',
+      version: info.version,
+      description: 'The HTTP API for the humans who own endpoints. Every route takes a personal token (sbp_...) as a bearer credential.',
+      license: { name: 'MIT', identifier: 'MIT' },
+    },
+    servers: [{ url: info.serverUrl }],
+    security: [{ personalToken: [] }],
+    paths,
+    components: {
+      securitySchemes: { personalToken: { type: 'http', scheme: 'bearer', description: 'A personal token: switchboard admin token create <handle>' } },
+      schemas: { Error: toJsonSchema(ERROR_ENVELOPE, components), ...shared },
+    },
+  };
+}
+
+/**
+ * Records every route registered under `prefix` from now on (call before registering them), and
+ * serves the document built from them at `<prefix>/openapi.json`, without a credential.
+ */
+export function registerOpenApi(app: FastifyInstance, opts: { prefix: string; version: string; baseUrl: () => string }): void {
+  const seen: SeenRoute[] = [];
+  const docPath = `${opts.prefix}/openapi.json`;
+  app.addHook('onRoute', (route: RouteOptions) => {
+    if (!route.url.startsWith(`${opts.prefix}/`) || route.url === docPath) return;
+    for (const method of [route.method].flat()) {
+      if (method === 'HEAD') continue;
+      seen.push({ method, url: route.url, doc: route.config?.openapi });
+    }
+  });
+  let built: Record<string, unknown> | undefined;
+  app.get(docPath, async () => (built ??= openApiDocument(seen, { version: opts.version, serverUrl: opts.baseUrl() })));
+}
