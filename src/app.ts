@@ -78,12 +78,12 @@ export interface AppOptions {
 export async function openAdmin(
   config: Config,
   log: Logger,
-  opts: { init?: boolean } = {},
+  opts: { init?: boolean; auditLog?: Logger; by?: string } = {},
 ): Promise<{ humans: Humans; applied: string[]; database: string; close(): Promise<void> }> {
   const db = await openDatabase(config, log, { role: 'admin', init: opts.init });
   try {
     const applied = await migrate(db.direct);
-    return { humans: new Humans({ sql: db.sql, clock: systemClock }), applied, database: db.description, close: () => db.close() };
+    return { humans: new Humans({ sql: db.sql, clock: systemClock, log: opts.auditLog, by: opts.by }), applied, database: db.description, close: () => db.close() };
   } catch (err) {
     await db.close();
     throw err;
@@ -94,7 +94,7 @@ export async function openAdmin(
 export async function startApp(opts: AppOptions): Promise<App> {
   const { config } = opts;
   const clock = opts.clock ?? systemClock;
-  const log = opts.log ?? createLogger(config.logLevel);
+  const log = opts.log ?? createLogger(config.logLevel, process.stdout, config.logFormat);
   // A taken port is found before initdb and migrations, not after them.
   if (config.listenPort !== 0) {
     const refused = await probeListen(config.listenHost, config.listenPort);

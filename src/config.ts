@@ -23,9 +23,9 @@ export function issuerAllowsHttp(issuer: string): boolean {
   return url.protocol === 'http:' && isLoopbackHost(url.hostname);
 }
 
-import type { LogLevel } from './lib/log.ts';
+import type { LogFormat, LogLevel } from './lib/log.ts';
 
-export type { LogLevel };
+export type { LogFormat, LogLevel };
 
 export interface Config {
   /** PostgreSQL URL; undefined means "run the embedded PostgreSQL in dataDir". */
@@ -46,6 +46,8 @@ export interface Config {
   /** The relative SWITCHBOARD_DATA_DIR as given, when it was resolved (serve and admin say so). */
   dataDirRelative: string | undefined;
   logLevel: LogLevel;
+  /** SWITCHBOARD_LOG_FORMAT: json, pretty, or auto (pretty on a terminal, the default). */
+  logFormat: LogFormat;
   /** How long a ring may wait for an acknowledgement before it is unheard. */
   doorbellAckWindowMs: number;
   /** The scrape credential for GET /metrics; undefined keeps /metrics closed. */
@@ -79,6 +81,7 @@ export class ConfigError extends Error {
 }
 
 const LOG_LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error'];
+const LOG_FORMATS: readonly LogFormat[] = ['json', 'pretty', 'auto'];
 
 /** Where persistent state lives when SWITCHBOARD_DATA_DIR is unset. */
 export function defaultDataDir(env: NodeJS.ProcessEnv = process.env): string {
@@ -180,6 +183,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError('SWITCHBOARD_LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(levelRaw)}`);
   }
 
+  const formatRaw = (nonEmpty('SWITCHBOARD_LOG_FORMAT') ?? 'auto').toLowerCase();
+  if (!LOG_FORMATS.includes(formatRaw as LogFormat)) {
+    throw new ConfigError('SWITCHBOARD_LOG_FORMAT', `must be one of ${LOG_FORMATS.join(', ')}, got ${JSON.stringify(formatRaw)}`);
+  }
+
   const ackWindowRaw = nonEmpty('SWITCHBOARD_DOORBELL_ACK_WINDOW');
   const doorbellAckWindowMs = ackWindowRaw ? parseWindow('SWITCHBOARD_DOORBELL_ACK_WINDOW', ackWindowRaw, 60_000, 6 * 3_600_000) : 15 * 60_000;
 
@@ -231,6 +239,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir,
     dataDirRelative,
     logLevel: levelRaw as LogLevel,
+    logFormat: formatRaw as LogFormat,
     doorbellAckWindowMs,
     metricsToken,
     secretEncryptionKey,

@@ -1,4 +1,7 @@
+import { execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
+import { userInfo } from 'node:os';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/lib/clock.ts';
 import { createLoginLink } from '../src/store/web-sessions.ts';
@@ -112,5 +115,28 @@ describe('audit lines', () => {
       expect.objectContaining({ method: 'GET', route: '/login/:token', status: expect.any(Number) }),
     ]);
     expect(JSON.stringify(access)).not.toContain('not-a-real-link-token');
+  });
+
+  it('are written by admin token create and revoke, on stderr, naming the OS user and never the token', async () => {
+    const handle = (await humanWithToken(db.sql)).handle;
+    const admin = (...args: string[]) =>
+      promisify(execFile)(process.execPath, ['bin/switchboard.js', 'admin', ...args], {
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, SWITCHBOARD_DATABASE_URL: db.url, SWITCHBOARD_LOG_FORMAT: 'json' },
+      });
+    const auditsIn = (stderr: string) =>
+      stderr
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .filter((l) => l.audit);
+    const created = await admin('token', 'create', handle, '--json');
+    const minted = JSON.parse(created.stdout) as { id: string; token: string; prefix: string };
+    const by = `admin:${userInfo().username}`;
+    expect(auditsIn(created.stderr)).toEqual([
+      expect.objectContaining({ audit: 'token.create', by, human: handle, token_id: minted.id, prefix: minted.prefix }),
+    ]);
+    expect(created.stderr).not.toContain(minted.token);
+    const revoked = await admin('token', 'revoke', minted.id);
+    expect(auditsIn(revoked.stderr)).toEqual([expect.objectContaining({ audit: 'token.revoke', by, token_id: minted.id, prefix: minted.prefix })]);
   });
 });

@@ -1,3 +1,4 @@
+import { userInfo } from 'node:os';
 import type { Command } from 'commander';
 import { openAdmin } from '../app.ts';
 import { ConfigError, loadConfig } from '../config.ts';
@@ -12,14 +13,25 @@ import { CliError, printJson, printTable } from './output.ts';
  * date and runs `fn`. Admin commands act on the database directly: they are how the first human
  * and the first token come to exist.
  */
+/** Who runs an admin command: the operating-system user, as audit lines name them. */
+function adminUser(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return 'unknown';
+  }
+}
+
 export async function withHumans<T>(ctx: CliContext, fn: (humans: Humans) => Promise<T>, opts: { init?: boolean } = {}): Promise<T> {
   let config;
   let admin;
   try {
     config = loadConfig(ctx.env);
-    const log = createLogger(config.logLevel === 'debug' ? 'debug' : 'warn', process.stderr);
+    const log = createLogger(config.logLevel === 'debug' ? 'debug' : 'warn', process.stderr, config.logFormat);
+    // Token minting and revocation leave an audit line, whatever the level: this terminal is where it goes.
+    const auditLog = createLogger('info', process.stderr, config.logFormat);
     if (config.dataDirRelative !== undefined && !config.databaseUrl) ctx.io.err(`switchboard: SWITCHBOARD_DATA_DIR ${config.dataDirRelative} is ${config.dataDir}\n`);
-    admin = await openAdmin(config, log, opts);
+    admin = await openAdmin(config, log, { ...opts, auditLog, by: `admin:${adminUser()}` });
   } catch (e) {
     if (e instanceof ConfigError) throw new CliError(e.message);
     throw e;

@@ -31,7 +31,7 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
     )
     .action(async () => {
       const config = configFrom(ctx);
-      const log = createLogger(config.logLevel);
+      const log = createLogger(config.logLevel, process.stdout, config.logFormat);
       if (config.dataDirRelative !== undefined && !config.databaseUrl) {
         log.info({ given: config.dataDirRelative, data_dir: config.dataDir }, 'SWITCHBOARD_DATA_DIR is relative: resolved against the working directory');
       }
@@ -58,7 +58,7 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
     .option('--init', 'create the embedded database when the data dir has none')
     .action(async (opts: { init?: boolean }) => {
       const config = configFrom(ctx);
-      const log = createLogger(config.logLevel, process.stderr);
+      const log = createLogger(config.logLevel, process.stderr, config.logFormat);
       const { applied, database, close } = await openAdmin(config, log, { init: opts.init === true }).catch((e: unknown) => {
         throw e instanceof ConfigError ? new CliError(e.message) : e;
       });

@@ -10,6 +10,8 @@ export type AuditAction =
   | 'notify_hook.create'
   | 'notify_hook.rotate'
   | 'notify_hook.delete'
+  | 'token.create'
+  | 'token.revoke'
   | 'board.sign_in'
   | 'board.sign_out';
 

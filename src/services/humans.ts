@@ -22,8 +22,10 @@ export { LOGIN_LINK_TTL_MS, WEB_SESSION_TTL_MS } from '../store/web-sessions.ts'
 export interface HumansBase {
   sql: Sql;
   clock: Clock;
-  /** Where the server writes board sign-in and sign-out audit lines (admin commands have none). */
+  /** Where audit lines go: the server's log (board sign-in and sign-out), an admin command's stderr (tokens). */
   log?: Logger;
+  /** Who acts, for the audit lines of token changes made outside a request (`admin:<os user>`). */
+  by?: string;
 }
 
 /** A board session just opened: the cookie value and when it ends. */
@@ -54,8 +56,11 @@ export class Humans {
     return listHumans(this.base.sql);
   }
 
-  createToken(input: { handle: string; name?: string }): Promise<{ token: string; record: HumanToken }> {
-    return createToken(this.base.sql, input);
+  async createToken(input: { handle: string; name?: string }): Promise<{ token: string; record: HumanToken }> {
+    const created = await createToken(this.base.sql, input);
+    const r = created.record;
+    if (this.base.log) audit(this.base.log, 'token.create', this.base.by ?? 'unknown', { human: input.handle, token_id: r.id, prefix: r.token_prefix, name: r.name });
+    return created;
   }
 
   listTokens(handle: string): Promise<HumanToken[]> {
@@ -63,8 +68,10 @@ export class Humans {
   }
 
   /** By token id or display prefix. */
-  revokeToken(ref: string): Promise<HumanToken> {
-    return revokeToken(this.base.sql, ref, this.base.clock.now());
+  async revokeToken(ref: string): Promise<HumanToken> {
+    const revoked = await revokeToken(this.base.sql, ref, this.base.clock.now());
+    if (this.base.log) audit(this.base.log, 'token.revoke', this.base.by ?? 'unknown', { human_id: revoked.human_id, token_id: revoked.id, prefix: revoked.token_prefix });
+    return revoked;
   }
 
   /** A one-time board sign-in link token for a human, valid LOGIN_LINK_TTL_MS. */
