@@ -106,6 +106,8 @@ async function main(): Promise<void> {
       SWITCHBOARD_DATABASE_URL: cluster.url,
       SWITCHBOARD_LISTEN: '127.0.0.1:0',
       SWITCHBOARD_SECRET_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+      // One webhook takes every delivery here: lift its ceiling, as UNLIMITED lifts the refusal limit.
+      SWITCHBOARD_INGEST_RATE: '100000',
     });
     const app = await startApp({ config, clock: systemClock, log: createLogger('warn', process.stderr), loops: false, ingestLimit: UNLIMITED });
     let sent: SendResult;

@@ -132,6 +132,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       trustedProxies: config.trustedProxies,
       mcpLimits: opts.mcpLimits,
       ingestLimit: opts.ingestLimit,
+      ingestRate: config.ingestRate,
       readiness,
     });
     wakeups = await listenForWakeups(db.direct, wakeupsOf(services), log);

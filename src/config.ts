@@ -58,6 +58,8 @@ export interface Config {
   pushAllowHttp: boolean;
   notifyHookAllow: BlockList;
   notifyHookMax: number;
+  /** SWITCHBOARD_INGEST_RATE: valid deliveries per second to one webhook before 429 (burst twice that). */
+  ingestRate: number;
   /** Ports notify hooks may call (SWITCHBOARD_NOTIFY_HOOK_PORTS): a list (default 80, 443), or 'any'. */
   notifyHookPorts: readonly number[] | 'any';
   /** Live MCP sessions one endpoint may hold on one instance. */
@@ -215,6 +217,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const maxRaw = nonEmpty('SWITCHBOARD_NOTIFY_HOOK_MAX') ?? '5';
   if (!/^\d{1,3}$/.test(maxRaw) || Number(maxRaw) > 100) throw new ConfigError('SWITCHBOARD_NOTIFY_HOOK_MAX', `must be a whole number from 0 to 100, got ${JSON.stringify(maxRaw)}`);
 
+  const ingestRateRaw = nonEmpty('SWITCHBOARD_INGEST_RATE') ?? '100';
+  if (!/^\d{1,6}$/.test(ingestRateRaw) || Number(ingestRateRaw) < 1 || Number(ingestRateRaw) > 100_000) {
+    throw new ConfigError('SWITCHBOARD_INGEST_RATE', `must be a whole number of deliveries per second from 1 to 100000, got ${JSON.stringify(ingestRateRaw)}`);
+  }
+
   const perEndpointRaw = nonEmpty('SWITCHBOARD_SESSIONS_PER_ENDPOINT') ?? '32';
   if (!/^\d{1,4}$/.test(perEndpointRaw) || Number(perEndpointRaw) < 1 || Number(perEndpointRaw) > 1000) {
     throw new ConfigError('SWITCHBOARD_SESSIONS_PER_ENDPOINT', `must be a whole number from 1 to 1000, got ${JSON.stringify(perEndpointRaw)}`);
@@ -247,6 +254,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     notifyHookAllow: allow,
     notifyHookPorts: hookPorts,
     notifyHookMax: Number(maxRaw),
+    ingestRate: Number(ingestRateRaw),
     sessionsPerEndpoint: Number(perEndpointRaw),
     retentionMs,
     oidc,

@@ -28,8 +28,10 @@ export interface WebOptions {
   /** Hostnames the MCP routes accept in Host when listening on loopback (DNS-rebinding guard). */
   allowedHosts?: readonly string[];
   mcpLimits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
-  /** Overrides the per-IP webhook ingest limit (benchmarks lift it). */
+  /** Overrides the per-address limit on refused webhook deliveries (tests shrink it, benchmarks lift it). */
   ingestLimit?: BucketPolicy;
+  /** Valid deliveries per second to one webhook (SWITCHBOARD_INGEST_RATE). */
+  ingestRate?: number;
   /** Overrides the per-IP limit on failed authentications (benchmarks lift it). */
   authFailureLimit?: BucketPolicy;
   /**
@@ -152,7 +154,7 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
     sessionCounts: sessionCounts,
     authFailures,
   });
-  registerIngest(app, { clock: clock, ingest: s.ingest, limit: web.ingestLimit });
+  registerIngest(app, { clock: clock, ingest: s.ingest, failureLimit: web.ingestLimit, ratePerWebhook: web.ingestRate });
   registerBoard(app, {
     humans: s.humans,
     clock,

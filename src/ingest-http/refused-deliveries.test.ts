@@ -20,7 +20,7 @@ import {
   verifyFailures,
 } from '../../test/support/ingest.ts';
 
-// Webhook ingestion end to end: refused deliveries and the per-IP limit.
+// Webhook ingestion end to end: refused deliveries and the ingest limits.
 
 useIngestSuite();
 
@@ -161,19 +161,35 @@ describe('bad input: the documented status, nothing stored, nothing secret logge
   });
 });
 
-describe('per-IP limit', () => {
-  it('over 20 deliveries with a frozen clock: 429 with Retry-After, nothing stored; time refills it', async () => {
+describe('limits: refusals per address, valid deliveries per webhook', () => {
+  it('valid deliveries are not limited per address: 40 in a row from one address with a frozen clock are accepted', async () => {
     const e = await vend(['alerts']);
     const w = await createWebhook(e.slug, 'generic', 'alerts');
-    for (let i = 0; i < 20; i++) {
+    for (let i = 0; i < 40; i++) {
       const r = await post(w.ingest_url, JSON.stringify({ title: `alert ${i}` }), { 'content-type': 'application/json' });
       expect(r.status, `delivery ${i}`).toBe(202);
     }
-    const { r } = await refused(429, 'rate_limited', () => post(w.ingest_url, '{"title":"one too many"}', { 'content-type': 'application/json' }));
+  });
+
+  it('refusals spend the address\'s budget: past 20, even a valid delivery from it is 429 before any lookup; time refills it', async () => {
+    const e = await vend(['alerts']);
+    const w = await createWebhook(e.slug, 'generic', 'alerts');
+    for (let i = 0; i < 20; i++) await refused(404, 'not_found', () => post(`${app.url}/webhooks/w/${'0'.repeat(31)}${i % 10}`, '{}', { 'content-type': 'application/json' }));
+    const { r } = await refused(429, 'rate_limited', () => post(w.ingest_url, '{"title":"valid, but from a scanner"}', { 'content-type': 'application/json' }));
+    expect(r.json.error).toBe('too many refused deliveries from this address');
     expect(r.headers.get('retry-after')).toBe('1');
-    // The bucket is per address, before the token is even looked up.
-    await refused(429, 'rate_limited', () => post(`${app.url}/webhooks/w/${'0'.repeat(32)}`, '{}', { 'content-type': 'application/json' }));
     app.clock.advance(1000);
     expect((await post(w.ingest_url, '{"title":"later"}', { 'content-type': 'application/json' })).status).toBe(202);
+  });
+
+  it('a bad signature counts as a refusal; a duplicate does not', async () => {
+    const body = JSON.stringify(githubIssueOpened);
+    for (let i = 0; i < 20; i++) await refused(401, 'unauthenticated', () => post(gh.ingest_url, body, githubHeaders('issues', body, 'whsec_wrong')));
+    await refused(429, 'rate_limited', () => post(gh.ingest_url, body, githubHeaders('issues', body, gh.signing_secret!)));
+    app.clock.advance(5_000);
+    const headers = githubHeaders('issues', body, gh.signing_secret!);
+    const first = await post(gh.ingest_url, body, headers);
+    expect([200, 202, 409]).toContain(first.status);
+    for (let i = 0; i < 25; i++) expect((await post(gh.ingest_url, body, headers)).status).not.toBe(429);
   });
 });
