@@ -15,9 +15,29 @@ declare module 'fastify' {
 export const API_REALM = 'Bearer realm="switchboard-api"';
 
 /**
- * The /api/v1 guard: only a personal token (sbp_...) opens it. Every refusal, whatever the
- * reason, is the same 401, so the answer never tells a caller which kind of token it held. An
- * address that keeps presenting tokens that fail gets 429 before the lookup runs (AuthFailures).
+ * Why a 401 refused the caller, in the envelope's `reason`: `missing` (no Bearer token), or
+ * `endpoint_credential` (an sbk_ credential, which opens only its MCP endpoint), or `unknown`
+ * (any other token: mistyped, from another server, or revoked). Each is read off what the caller
+ * itself sent, so it tells a caller nothing it did not know; above all it never says whether an
+ * sbk_ credential is live. The CLI turns it into advice (`switchboard doctor`).
+ */
+export type RefusalReason = 'missing' | 'endpoint_credential' | 'unknown';
+
+export function refusalReason(token: string | null): RefusalReason {
+  if (!token) return 'missing';
+  return token.startsWith('sbk_') ? 'endpoint_credential' : 'unknown';
+}
+
+const REFUSALS: Record<RefusalReason, string> = {
+  missing: 'a valid personal access token (sbp_...) is required',
+  endpoint_credential: 'an endpoint credential (sbk_...) opens only its MCP endpoint; /api/v1 needs a personal access token (sbp_...)',
+  unknown: 'a valid personal access token (sbp_...) is required',
+};
+
+/**
+ * The /api/v1 guard: only a personal token (sbp_...) opens it. Every refusal is a 401 with the
+ * same realm and code; its `reason` (above) is all that differs. An address that keeps presenting
+ * tokens that fail gets 429 before the lookup runs (AuthFailures).
  */
 export function humanGuard(humans: Humans, failures: AuthFailures) {
   return async function guard(req: FastifyRequest, reply: FastifyReply): Promise<void> {
@@ -30,7 +50,8 @@ export function humanGuard(humans: Humans, failures: AuthFailures) {
     const resolved = attempt.value;
     if (!resolved) {
       reply.header('WWW-Authenticate', API_REALM);
-      await sendError(reply, new SwitchboardError('unauthenticated', 'a valid personal access token (sbp_...) is required'));
+      const reason = refusalReason(token);
+      await sendError(reply, new SwitchboardError('unauthenticated', REFUSALS[reason], { reason }));
       return;
     }
     req.human = resolved.human;
