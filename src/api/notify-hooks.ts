@@ -4,7 +4,7 @@ import { doc } from './openapi.ts';
 import type { NotifyHooks } from '../services/notify-hooks.ts';
 import { ownerOf, requireActive, type EndpointService } from '../services/endpoints.ts';
 import { parseInput } from '../domain/validate.ts';
-import type { HookDeleted, HookList, MintedHookView } from './wire.ts';
+import { hookDeletedSchema, hookListSchema, mintedHookViewSchema, type HookDeleted, type HookList, type MintedHookView } from './wire.ts';
 
 const createBody = z
   .object({
@@ -20,15 +20,15 @@ export function registerHookRoutes(api: FastifyInstance, deps: { endpoints: Endp
   const own = (req: FastifyRequest) => endpoints.requireOwn(req.human!.id, (req.params as { ref: string }).ref);
   const ownHook = (req: FastifyRequest) => hooks.ownHook(req.human!.id, (req.params as { id: string }).id);
 
-  api.get('/endpoints/:ref/hooks', doc({ tag: 'notify hooks', summary: 'The endpoint\'s notify hooks and the per-endpoint ceiling', ok: { status: 200, description: '{hooks, ceiling}' } }), async (req): Promise<HookList> => hooks.list((await own(req)).id));
+  api.get('/endpoints/:ref/hooks', doc({ tag: 'notify hooks', summary: 'The endpoint\'s notify hooks and the per-endpoint ceiling', ok: { status: 200, description: '{hooks, ceiling}' }, response: hookListSchema }), async (req): Promise<HookList> => hooks.list((await own(req)).id));
 
-  api.post('/endpoints/:ref/hooks', doc({ tag: 'notify hooks', summary: 'Create a notify hook: Switchboard POSTs signed todo events to your https URL', body: createBody, ok: { status: 201, description: 'The hook with its `signing_secret` (shown once)' }, errors: [409] }), async (req, reply) => {
+  api.post('/endpoints/:ref/hooks', doc({ tag: 'notify hooks', summary: 'Create a notify hook: Switchboard POSTs signed todo events to your https URL', body: createBody, ok: { status: 201, description: 'The hook with its `signing_secret` (shown once)' }, response: mintedHookViewSchema, errors: [409] }), async (req, reply) => {
     const e = requireActive(await own(req));
     const body = parseInput(createBody, req.body ?? {});
     return reply.code(201).send(await hooks.create(ownerOf(e), body, `operator:${req.human!.id}`) satisfies MintedHookView);
   });
 
-  api.post('/hooks/:id/rotate', doc({ tag: 'notify hooks', summary: 'Rotate a notify hook\'s signing secret', ok: { status: 200, description: 'The hook with its new secret' } }), async (req): Promise<MintedHookView> => hooks.rotate(await ownHook(req), `operator:${req.human!.id}`));
+  api.post('/hooks/:id/rotate', doc({ tag: 'notify hooks', summary: 'Rotate a notify hook\'s signing secret', ok: { status: 200, description: 'The hook with its new secret' }, response: mintedHookViewSchema }), async (req): Promise<MintedHookView> => hooks.rotate(await ownHook(req), `operator:${req.human!.id}`));
 
-  api.delete('/hooks/:id', doc({ tag: 'notify hooks', summary: 'Delete a notify hook', ok: { status: 200, description: '{hook_id, deleted: true}' } }), async (req): Promise<HookDeleted> => hooks.delete(await ownHook(req), `operator:${req.human!.id}`));
+  api.delete('/hooks/:id', doc({ tag: 'notify hooks', summary: 'Delete a notify hook', ok: { status: 200, description: '{hook_id, deleted: true}' }, response: hookDeletedSchema }), async (req): Promise<HookDeleted> => hooks.delete(await ownHook(req), `operator:${req.human!.id}`));
 }

@@ -1,5 +1,6 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { VERSION } from '../lib/version.ts';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
 import type { TestApp } from '../../test/support/fixtures.ts';
@@ -98,6 +99,26 @@ describe('GET /api/v1/openapi.json', () => {
     const events = document.paths['/api/v1/events']!.get!;
     expect(events.parameters!.find((p) => p.name === 'endpoint')).toMatchObject({ in: 'query', required: true });
   });
+
+  it('gives every success answer the schema of its wire type (api/wire.ts), by name', () => {
+    for (const [path, ops] of Object.entries(document.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        const success = Object.keys(op.responses).filter((s) => s.startsWith('2'));
+        expect(success.length, `${method} ${path}`).toBeGreaterThan(0);
+        for (const status of success) expect(op.responses[status]!.content['application/json'].schema, `${method} ${path} ${status}`).not.toEqual({});
+      }
+    }
+    const ok = (path: string, method: string, status: string) => document.paths[path]![method]!.responses[status]!.content['application/json'].schema;
+    expect(ok('/api/v1/endpoints/{ref}', 'get', '200')).toEqual({ $ref: '#/components/schemas/EndpointView' });
+    expect(ok('/api/v1/endpoints', 'get', '200')).toEqual({ type: 'array', items: { $ref: '#/components/schemas/EndpointView' } });
+    // A push answers 201, or 200 with the live todo holding the key: the same body either way.
+    expect(ok('/api/v1/endpoints/{ref}/todos', 'post', '201')).toEqual({ $ref: '#/components/schemas/PushResult' });
+    expect(ok('/api/v1/endpoints/{ref}/todos', 'post', '200')).toEqual({ $ref: '#/components/schemas/PushResult' });
+    expect(Object.keys(document.components.schemas)).toEqual(
+      expect.arrayContaining(['EndpointView', 'VendResult', 'TodoSummary', 'TodoDetail', 'PresenceView', 'DoorbellTestReport', 'MintedWebhookView', 'HookList', 'Timestamp']),
+    );
+    expect(document.components.schemas.EndpointView).toMatchObject({ additionalProperties: false, required: expect.arrayContaining(['id', 'slug', 'presence', 'sessions']) });
+  });
 });
 
 describe('openApiDocument', () => {
@@ -105,5 +126,11 @@ describe('openApiDocument', () => {
     expect(() => openApiDocument([{ method: 'GET', url: '/api/v1/secret', doc: undefined }], { version: '0', serverUrl: 'http://x' })).toThrow(
       'routes without an OpenAPI RouteDoc: GET /api/v1/secret',
     );
+  });
+
+  it('refuses two different schemas under one component name', () => {
+    const route = (url: string, response: z.ZodType) => ({ method: 'GET', url, doc: { tag: 'account' as const, summary: url, ok: { status: 200 as const, description: 'x' }, response } });
+    const routes = [route('/api/v1/a', z.object({ a: z.string() }).meta({ id: 'Twice' })), route('/api/v1/b', z.object({ b: z.string() }).meta({ id: 'Twice' }))];
+    expect(() => openApiDocument(routes, { version: '0', serverUrl: 'http://x' })).toThrow('two different schemas are named Twice');
   });
 });

@@ -4,7 +4,8 @@ import { HTTP_STATUS } from '../web/errors.ts';
 
 // GET /api/v1/openapi.json: an OpenAPI 3.1 document built from the routes as registered. Each
 // /api/v1 route carries its RouteDoc in its options (`doc({...})`), with the very zod schemas its
-// handler parses the body and query with, so the document cannot drift from what is validated.
+// handler parses the body and query with, and the wire schema (api/wire.ts) its answer is typed
+// with, so the document cannot drift from what is validated and returned.
 // A route registered without a RouteDoc makes the document fail to build (the test catches it).
 
 export interface RouteDoc {
@@ -14,7 +15,14 @@ export interface RouteDoc {
   body?: z.ZodType;
   query?: z.ZodType;
   /** The success answer: its status and what it carries. */
-  ok: { status: 200 | 201; description: string };
+  ok: {
+    status: 200 | 201;
+    description: string;
+    /** A second success status with the same body (a push answers 200 when a live todo holds the key). */
+    alsoStatus?: 200 | 201;
+  };
+  /** The success answer's schema, from api/wire.ts: the one the handler's return type is inferred from. */
+  response: z.ZodType;
   /** Statuses this route answers besides the ones every route can (409 on a revoked endpoint, ...). */
   errors?: readonly number[];
 }
@@ -56,21 +64,31 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
 };
 
 /**
- * A zod schema as JSON Schema 2020-12 (the dialect of OpenAPI 3.1). Definitions zod emits under
- * `$defs` (a recursive type such as a JSON payload) move to components.schemas, where a `$ref`
- * inside the document can reach them; identical definitions share one entry.
+ * A zod schema as JSON Schema 2020-12 (the dialect of OpenAPI 3.1): `input` for what a route
+ * accepts, `output` for what it answers. Definitions zod emits under `$defs` move to
+ * components.schemas, where a `$ref` inside the document can reach them: a wire type named with
+ * `.meta({ id })` keeps its name, an anonymous one (a recursive type such as a JSON payload) is
+ * named JsonN, and identical anonymous definitions share one entry.
  */
-function toJsonSchema(schema: z.ZodType, components: Map<string, string>): Record<string, unknown> {
-  const out = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+function toJsonSchema(schema: z.ZodType, components: Map<string, string>, io: 'input' | 'output'): Record<string, unknown> {
+  const out = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as Record<string, unknown>;
   const { $schema: _dialect, $defs: defs = {}, ...rest } = out as { $schema?: string; $defs?: Record<string, unknown> };
+  const anonymous = (key: string) => key.startsWith('__schema');
   const names = new Map<string, string>();
-  for (const key of Object.keys(defs)) names.set(key, `Json${components.size + names.size}`);
+  let jsonCount = [...components.keys()].filter((name) => /^Json\d+$/.test(name)).length;
+  for (const key of Object.keys(defs)) names.set(key, anonymous(key) ? `Json${jsonCount++}` : key);
   const rewrite = (value: unknown) =>
     JSON.parse(JSON.stringify(value).replace(/"#\/\$defs\/([^"]+)"/g, (_m, key: string) => JSON.stringify(`#/components/schemas/${names.get(key)}`)));
   const defsText = new Map([...names].map(([key, name]) => [name, JSON.stringify(rewrite(defs[key]))]));
   // Reuse an identical definition already in the document under its name.
   const reuse = new Map<string, string>();
   for (const [name, text] of defsText) {
+    if (!/^Json\d+$/.test(name)) {
+      const known = components.get(name);
+      if (known !== undefined && known !== text) throw new Error(`two different schemas are named ${name}`);
+      components.set(name, text);
+      continue;
+    }
     const existing = [...components].find(([, t]) => t === text)?.[0];
     if (existing) reuse.set(name, existing);
     else components.set(name, text);
@@ -97,7 +115,7 @@ const PARAM_DESCRIPTIONS: Record<string, string> = {
 };
 
 function operation(route: SeenRoute & { doc: RouteDoc }, components: Map<string, string>): Record<string, unknown> {
-  const jsonSchema = (schema: z.ZodType) => toJsonSchema(schema, components);
+  const jsonSchema = (schema: z.ZodType, io: 'input' | 'output' = 'input') => toJsonSchema(schema, components, io);
   const d = route.doc;
   const { params } = openApiPath(route.url);
   const parameters: Record<string, unknown>[] = params.map((name) => ({
@@ -117,9 +135,8 @@ function operation(route: SeenRoute & { doc: RouteDoc }, components: Map<string,
   if (d.body || d.query || params.length > 0) statuses.add(400);
   if (params.length > 0 || d.query) statuses.add(404);
   if (d.body) [413, 415].forEach((s) => statuses.add(s));
-  const responses: Record<string, unknown> = {
-    [d.ok.status]: { description: d.ok.description, content: { 'application/json': { schema: {} } } },
-  };
+  const success = { description: d.ok.description, content: { 'application/json': { schema: jsonSchema(d.response, 'output') } } };
+  const responses: Record<string, unknown> = { [d.ok.status]: success, ...(d.ok.alsoStatus ? { [d.ok.alsoStatus]: success } : {}) };
   for (const status of [...statuses].sort()) {
     responses[status] = { description: ERROR_DESCRIPTIONS[status] ?? 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
   }
@@ -157,7 +174,7 @@ export function openApiDocument(routes: readonly SeenRoute[], info: { version: s
     paths,
     components: {
       securitySchemes: { personalToken: { type: 'http', scheme: 'bearer', description: 'A personal token: switchboard admin token create <handle>' } },
-      schemas: { Error: toJsonSchema(ERROR_ENVELOPE, components), ...shared },
+      schemas: { Error: toJsonSchema(ERROR_ENVELOPE, components, 'output'), ...shared },
     },
   };
 }

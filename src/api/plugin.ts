@@ -12,7 +12,7 @@ import type { OperatorPresence } from '../services/presence-operator.ts';
 import { inputsOf } from '../services/presence.ts';
 import { effective, untilOnWire } from '../domain/presence/index.ts';
 import { humanGuard } from './auth.ts';
-import type { EndpointView, MeView, RevokeResult, VendResult } from './wire.ts';
+import { endpointListSchema, endpointViewSchema, meViewSchema, revokeResultSchema, vendResultSchema, type EndpointView, type MeView, type RevokeResult, type VendResult } from './wire.ts';
 import type { Humans } from '../services/humans.ts';
 import { registerDoorbellTestRoutes } from './doorbell-tests.ts';
 import { registerPresenceRoutes } from './presence.ts';
@@ -123,7 +123,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
       const human = (req: FastifyRequest) => req.human!;
       const ref = (req: FastifyRequest) => (req.params as { ref: string }).ref;
 
-      api.get('/me', doc({ tag: 'account', summary: 'The human the token belongs to', ok: { status: 200, description: '{id, handle, display_name, email}' } }), async (req): Promise<MeView> => {
+      api.get('/me', doc({ tag: 'account', summary: 'The human the token belongs to', ok: { status: 200, description: '{id, handle, display_name, email}' }, response: meViewSchema }), async (req): Promise<MeView> => {
         const h = human(req);
         return { id: h.id, handle: h.handle, display_name: h.display_name, email: h.email };
       });
@@ -135,6 +135,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
           summary: 'Vend an endpoint: an MCP URL and its credential for one agent',
           body: vendBody,
           ok: { status: 201, description: 'The endpoint, its `token` (shown once), `mcp_json`, `mcp_json_bridge` and `connect` instructions' },
+          response: vendResultSchema,
         }),
         async (req, reply: FastifyReply) => {
         const body = parseInput(vendBody, req.body ?? {});
@@ -150,19 +151,19 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
         } satisfies VendResult);
       });
 
-      api.get('/endpoints', doc({ tag: 'endpoints', summary: 'Your endpoints, with presence and the cluster\'s session counts', ok: { status: 200, description: 'An array of endpoints' } }), async (req): Promise<EndpointView[]> => {
+      api.get('/endpoints', doc({ tag: 'endpoints', summary: 'Your endpoints, with presence and the cluster\'s session counts', ok: { status: 200, description: 'An array of endpoints' }, response: endpointListSchema }), async (req): Promise<EndpointView[]> => {
         const rows = await endpoints.listOwn(human(req).id);
         const counts = await countsOf(rows.map((e) => e.id));
         return rows.map((e) => endpointOut(e, base(), clock.now(), counts.get(e.id) ?? noSessions));
       });
 
-      api.get('/endpoints/:ref', doc({ tag: 'endpoints', summary: 'One of your endpoints', ok: { status: 200, description: 'The endpoint' } }), async (req): Promise<EndpointView> => {
+      api.get('/endpoints/:ref', doc({ tag: 'endpoints', summary: 'One of your endpoints', ok: { status: 200, description: 'The endpoint' }, response: endpointViewSchema }), async (req): Promise<EndpointView> => {
         const e = await endpoints.requireOwn(human(req).id, ref(req));
         const counts = await countsOf([e.id]);
         return endpointOut(e, base(), clock.now(), counts.get(e.id) ?? noSessions);
       });
 
-      api.post('/endpoints/:ref/revoke', doc({ tag: 'endpoints', summary: 'Revoke an endpoint: its credential stops working and its live todos are dead-lettered', ok: { status: 200, description: 'The endpoint and `todos_dead_lettered`' } }), async (req): Promise<RevokeResult> => {
+      api.post('/endpoints/:ref/revoke', doc({ tag: 'endpoints', summary: 'Revoke an endpoint: its credential stops working and its live todos are dead-lettered', ok: { status: 200, description: 'The endpoint and `todos_dead_lettered`' }, response: revokeResultSchema }), async (req): Promise<RevokeResult> => {
         const { endpoint, deadLettered } = await endpoints.revoke(human(req).id, ref(req));
         return { ...endpointOut(endpoint, base(), clock.now()), todos_dead_lettered: deadLettered };
       });

@@ -10,7 +10,7 @@ import { limitParam, parseInput } from '../domain/validate.ts';
 import type { EndpointService } from '../services/endpoints.ts';
 import type { PushAuthor } from '../services/todos.ts';
 import { TODO_STATE_FILTERS, detailTodo, summarizeTodo, type TodoService, type TodoStateFilter } from '../services/todos.ts';
-import type { PushResult, TodoDetail, TodoList } from './wire.ts';
+import { pushResultSchema, todoDetailSchema, todoListSchema, type PushResult, type TodoDetail, type TodoList } from './wire.ts';
 
 // /api/v1/endpoints/{ref}/todos: push, list (paged), and one todo: show, cancel, retry. The
 // endpoint is resolved as the caller's own first, so another human's endpoint is a 404.
@@ -60,7 +60,7 @@ export function registerTodoRoutes(
     return id;
   };
 
-  api.post('/endpoints/:ref/todos', doc({ tag: 'todos', summary: 'Push a todo onto one of the endpoint\'s queues (a repeated key returns the live todo)', body: pushBody, ok: { status: 201, description: 'The todo created (201), or the live one holding the key (200)' }, errors: [409] }), async (req, reply: FastifyReply) => {
+  api.post('/endpoints/:ref/todos', doc({ tag: 'todos', summary: 'Push a todo onto one of the endpoint\'s queues (a repeated key returns the live todo)', body: pushBody, ok: { status: 201, alsoStatus: 200, description: 'The todo created (201), or the live one holding the key (200)' }, response: pushResultSchema, errors: [409] }), async (req, reply: FastifyReply) => {
     const h = human(req);
     const endpoint = await own(req);
     const { max_attempts: maxAttempts, ...body } = parseInput(pushBody, req.body ?? {});
@@ -76,7 +76,7 @@ export function registerTodoRoutes(
     } satisfies PushResult);
   });
 
-  api.get('/endpoints/:ref/todos', doc({ tag: 'todos', summary: 'List the endpoint\'s todos, newest first, a page at a time', query: listQuery, ok: { status: 200, description: '{todos, next_cursor}' } }), async (req): Promise<TodoList> => {
+  api.get('/endpoints/:ref/todos', doc({ tag: 'todos', summary: 'List the endpoint\'s todos, newest first, a page at a time', query: listQuery, ok: { status: 200, description: '{todos, next_cursor}' }, response: todoListSchema }), async (req): Promise<TodoList> => {
     const endpoint = await own(req);
     const q = parseInput(listQuery, req.query ?? {}, 'query');
     if (q.queue !== undefined) validateQueueName('queue', q.queue);
@@ -89,19 +89,19 @@ export function registerTodoRoutes(
     return { todos: page.todos.map(summarizeTodo), next_cursor: page.nextCursor };
   });
 
-  api.get('/endpoints/:ref/todos/:id', doc({ tag: 'todos', summary: 'One todo in full: payload, attempts, result, last error', ok: { status: 200, description: 'The todo' } }), async (req): Promise<TodoDetail> => {
+  api.get('/endpoints/:ref/todos/:id', doc({ tag: 'todos', summary: 'One todo in full: payload, attempts, result, last error', ok: { status: 200, description: 'The todo' }, response: todoDetailSchema }), async (req): Promise<TodoDetail> => {
     const endpoint = await own(req);
     return detailTodo(await todos.get(endpoint.id, todoId(req)));
   });
 
-  api.post('/endpoints/:ref/todos/:id/cancel', doc({ tag: 'todos', summary: 'Cancel a pending, delayed or failed todo', body: noBody, ok: { status: 200, description: 'The canceled todo' }, errors: [409] }), async (req): Promise<TodoDetail> => {
+  api.post('/endpoints/:ref/todos/:id/cancel', doc({ tag: 'todos', summary: 'Cancel a pending, delayed or failed todo', body: noBody, ok: { status: 200, description: 'The canceled todo' }, response: todoDetailSchema, errors: [409] }), async (req): Promise<TodoDetail> => {
     const endpoint = await own(req);
     const id = todoId(req);
     parseInput(noBody, req.body ?? {});
     return detailTodo(await todos.cancel(endpoint.id, id, human(req)));
   });
 
-  api.post('/endpoints/:ref/todos/:id/retry', doc({ tag: 'todos', summary: 'Put a dead-lettered todo back on its queue with fresh attempts', body: noBody, ok: { status: 200, description: 'The re-queued todo' }, errors: [409] }), async (req): Promise<TodoDetail> => {
+  api.post('/endpoints/:ref/todos/:id/retry', doc({ tag: 'todos', summary: 'Put a dead-lettered todo back on its queue with fresh attempts', body: noBody, ok: { status: 200, description: 'The re-queued todo' }, response: todoDetailSchema, errors: [409] }), async (req): Promise<TodoDetail> => {
     const endpoint = await own(req);
     const id = todoId(req);
     parseInput(noBody, req.body ?? {});

@@ -6,7 +6,7 @@ import { ownerOf, type EndpointService } from '../services/endpoints.ts';
 import { LIST_DEFAULT_LIMIT } from '../domain/lifecycle.ts';
 import { rfc3339 } from '../domain/time.ts';
 import { limitParam, parseInput } from '../domain/validate.ts';
-import type { EventList, MintedWebhookView, WebhookDeleted, WebhookList } from './wire.ts';
+import { eventListSchema, mintedWebhookViewSchema, webhookDeletedSchema, webhookListSchema, type EventList, type MintedWebhookView, type WebhookDeleted, type WebhookList } from './wire.ts';
 
 const createBody = z
   .object({
@@ -30,23 +30,23 @@ export function registerWebhookRoutes(api: FastifyInstance, deps: { endpoints: E
   const active = (req: FastifyRequest) => endpoints.requireOwnActive(req.human!.id, refOf(req));
   const ownWebhook = (req: FastifyRequest) => webhooks.ownWebhook(req.human!.id, (req.params as { id: string }).id);
 
-  api.get('/endpoints/:ref/webhooks', doc({ tag: 'webhooks', summary: 'The endpoint\'s webhooks (no secrets)', ok: { status: 200, description: '{webhooks}' } }), async (req): Promise<WebhookList> => {
+  api.get('/endpoints/:ref/webhooks', doc({ tag: 'webhooks', summary: 'The endpoint\'s webhooks (no secrets)', ok: { status: 200, description: '{webhooks}' }, response: webhookListSchema }), async (req): Promise<WebhookList> => {
     const e = await own(req);
     return { webhooks: await webhooks.list(e.id) };
   });
 
-  api.post('/endpoints/:ref/webhooks', doc({ tag: 'webhooks', summary: 'Create a webhook: an ingest URL and, for github and gitea, a signing secret (shown once)', body: createBody, ok: { status: 201, description: 'The webhook with `ingest_url` and `signing_secret`' }, errors: [409] }), async (req, reply) => {
+  api.post('/endpoints/:ref/webhooks', doc({ tag: 'webhooks', summary: 'Create a webhook: an ingest URL and, for github and gitea, a signing secret (shown once)', body: createBody, ok: { status: 201, description: 'The webhook with `ingest_url` and `signing_secret`' }, response: mintedWebhookViewSchema, errors: [409] }), async (req, reply) => {
     const e = await active(req);
     const body = parseInput(createBody, req.body ?? {});
     const created = await webhooks.create(ownerOf(e), body, `operator:${req.human!.id}`, WEBHOOKS_PER_ENDPOINT_MAX);
     return reply.code(201).send(created satisfies MintedWebhookView);
   });
 
-  api.post('/webhooks/:id/rotate', doc({ tag: 'webhooks', summary: 'Rotate a webhook\'s URL and secret; the old ones stop working', ok: { status: 200, description: 'The webhook with its new URL and secret' } }), async (req): Promise<MintedWebhookView> => webhooks.rotate(await ownWebhook(req), `operator:${req.human!.id}`));
+  api.post('/webhooks/:id/rotate', doc({ tag: 'webhooks', summary: 'Rotate a webhook\'s URL and secret; the old ones stop working', ok: { status: 200, description: 'The webhook with its new URL and secret' }, response: mintedWebhookViewSchema }), async (req): Promise<MintedWebhookView> => webhooks.rotate(await ownWebhook(req), `operator:${req.human!.id}`));
 
-  api.delete('/webhooks/:id', doc({ tag: 'webhooks', summary: 'Delete a webhook', ok: { status: 200, description: '{webhook_id, deleted: true}' } }), async (req): Promise<WebhookDeleted> => webhooks.delete(await ownWebhook(req), `operator:${req.human!.id}`));
+  api.delete('/webhooks/:id', doc({ tag: 'webhooks', summary: 'Delete a webhook', ok: { status: 200, description: '{webhook_id, deleted: true}' }, response: webhookDeletedSchema }), async (req): Promise<WebhookDeleted> => webhooks.delete(await ownWebhook(req), `operator:${req.human!.id}`));
 
-  api.get('/events', doc({ tag: 'webhooks', summary: 'Recent webhook deliveries to an endpoint, newest first', query: eventsQuery, ok: { status: 200, description: '{events}' } }), async (req): Promise<EventList> => {
+  api.get('/events', doc({ tag: 'webhooks', summary: 'Recent webhook deliveries to an endpoint, newest first', query: eventsQuery, ok: { status: 200, description: '{events}' }, response: eventListSchema }), async (req): Promise<EventList> => {
     const q = parseInput(eventsQuery, req.query ?? {}, 'query');
     const e = await endpoints.requireOwn(req.human!.id, q.endpoint);
     const rows = await webhooks.events(e.id, q.limit ?? LIST_DEFAULT_LIMIT);

@@ -1,208 +1,309 @@
 /**
- * The JSON the /api/v1 routes answer with, shared by the handlers (which are checked against
- * these with `satisfies`) and the CLI (which reads them). Times are RFC 3339 strings. Type-only:
- * importing this file loads no server code.
+ * The JSON the /api/v1 routes answer with: one zod schema per answer, and its TypeScript type
+ * (`z.output` of it, under the name the handlers and the CLI import). The handlers are checked
+ * against the types (return types and `satisfies`), and the OpenAPI document
+ * (GET /api/v1/openapi.json) describes each success answer with the schema, so the two cannot
+ * drift. Times are RFC 3339 strings. Loads zod only: the CLI imports the types from here.
  */
+import { z } from 'zod';
 import type { BridgeServerEntry, HttpServerEntry, McpJson } from '../domain/connect-instructions.ts';
 import type { Presence, PresenceSource } from '../domain/presence/index.ts';
 import type { Verdict } from '../services/doorbell/self-tests.ts';
+import type { TodoDetail as StoredTodoDetail, TodoState as StoredTodoState, TodoSummary as StoredTodoSummary } from '../services/todos.ts';
+import type { PresenceView as ServicePresenceView } from '../services/presence.ts';
 
 export type { ErrorEnvelope } from '../web/errors.ts';
-export type { PresenceView } from '../services/presence.ts';
-export type { TodoDetail, TodoState, TodoStateFilter, TodoSummary } from '../services/todos.ts';
-import type { TodoState, TodoSummary } from '../services/todos.ts';
+export type { TodoStateFilter } from '../services/todos.ts';
+
+/** True when A and B are the same type: `true satisfies Same<A, B>` fails to compile on drift. */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+
+/** Every time on the wire (domain/time.ts rfc3339). A component of its own: the pattern is long. */
+const timestamp = z.iso.datetime().meta({ id: 'Timestamp', description: 'RFC 3339 in UTC, e.g. 2025-01-31T09:00:00Z' });
+const count = z.number().int().nonnegative();
+
+const presence = z.enum(['in', 'out']);
+const presenceSource = z.enum(['shift', 'agent', 'operator', 'default']);
+const todoState = z.enum(['pending', 'claimed', 'done', 'failed', 'canceled']);
+const verdict = z.enum(['pending', 'pass', 'claimed_before_ring', 'no_session', 'no_stream', 'write_failed', 'unheard']);
+true satisfies Same<z.output<typeof presence>, Presence>;
+true satisfies Same<z.output<typeof presenceSource>, PresenceSource>;
+true satisfies Same<z.output<typeof todoState>, StoredTodoState>;
+true satisfies Same<z.output<typeof verdict>, Verdict>;
+
+export type TodoState = z.output<typeof todoState>;
 
 /** GET /healthz with `Accept: application/json` (outside /api/v1, read by `doctor`). */
-export interface HealthView {
-  status: string;
-  version?: string;
-}
+export const healthViewSchema = z.object({ status: z.string(), version: z.string().optional() }).meta({ id: 'HealthView' });
+export type HealthView = z.output<typeof healthViewSchema>;
 
 /** GET /me */
-export interface MeView {
-  id: string;
-  handle: string;
-  display_name: string | null;
-  email: string | null;
-}
+export const meViewSchema = z
+  .object({ id: z.string(), handle: z.string(), display_name: z.string().nullable(), email: z.string().nullable() })
+  .meta({ id: 'MeView', description: 'The human the token belongs to' });
+export type MeView = z.output<typeof meViewSchema>;
 
 /** One endpoint: GET /endpoints (a list of them), GET /endpoints/{ref}. */
-export interface EndpointView {
-  id: string;
-  slug: string;
-  agent_name: string;
-  /** `active`, or `revoked` (final). The board and the CLI use these words too (README, "Words for state and presence"). */
-  state: 'active' | 'revoked';
-  queues: string[];
-  verbs: string[];
-  mcp_url: string;
-  created_at: string;
-  revoked_at: string | null;
-  last_seen_at: string | null;
-  /**
-   * `in` or `out`, and what decides it: `default` (no shift, no override), `shift`, `agent` or
-   * `operator` (an override). "On shift" means source `shift` and presence `in`, nothing else.
-   */
-  presence: { presence: Presence; source: PresenceSource; until: string | null };
-  shift: string | null;
-  /** Sessions attached to the instance that answered. */
-  sessions: number;
-  unheard_sessions: number;
-}
+export const endpointViewSchema = z
+  .object({
+    id: z.string(),
+    slug: z.string(),
+    agent_name: z.string(),
+    // The board and the CLI use these words too (README, "Words for state and presence").
+    state: z.enum(['active', 'revoked']).describe('`active`, or `revoked` (final)'),
+    queues: z.array(z.string()),
+    verbs: z.array(z.string()),
+    mcp_url: z.string(),
+    created_at: timestamp,
+    revoked_at: timestamp.nullable(),
+    last_seen_at: timestamp.nullable(),
+    presence: z
+      .object({ presence, source: presenceSource, until: timestamp.nullable() })
+      .describe(
+        '`in` or `out`, and what decides it: `default` (no shift, no override), `shift`, `agent` or `operator` (an override). "On shift" means source `shift` and presence `in`, nothing else.',
+      ),
+    shift: z.string().nullable(),
+    sessions: count.describe('Sessions attached across the cluster'),
+    unheard_sessions: count,
+  })
+  .meta({ id: 'EndpointView', description: 'One of your endpoints' });
+export type EndpointView = z.output<typeof endpointViewSchema>;
+
+export const endpointListSchema = z.array(endpointViewSchema);
+
+const httpServerEntry = z.object({ type: z.literal('http'), url: z.string(), headers: z.object({ Authorization: z.string() }) });
+const bridgeServerEntry = z.object({ command: z.string(), args: z.array(z.string()), env: z.record(z.string(), z.string()) });
+true satisfies Same<z.output<typeof httpServerEntry>, HttpServerEntry>;
+true satisfies Same<z.output<typeof bridgeServerEntry>, BridgeServerEntry>;
+const mcpJson = <E extends z.ZodType>(entry: E) => z.object({ mcpServers: z.record(z.string(), entry) });
+true satisfies Same<z.output<ReturnType<typeof mcpJson<typeof httpServerEntry>>>, McpJson<HttpServerEntry>>;
 
 /**
  * POST /endpoints: the endpoint, its credential (shown this once, here only) and how to connect
  * (domain/connect-instructions.ts). The snippets name ${SWITCHBOARD_AGENT_TOKEN}, never the token.
  */
-export interface VendResult extends EndpointView {
-  token: string;
-  /** .mcp.json, direct Streamable HTTP: tools. */
-  mcp_json: McpJson<HttpServerEntry>;
-  /** .mcp.json through `switchboard bridge` (stdio): tools and doorbells. */
-  mcp_json_bridge: McpJson<BridgeServerEntry>;
-  /** The instructions as plain text, the same the CLI prints; no credential in it. */
-  connect: string;
-}
+export const vendResultSchema = endpointViewSchema
+  .extend({
+    token: z.string().describe('The endpoint\'s credential, shown this once'),
+    mcp_json: mcpJson(httpServerEntry).describe('.mcp.json, direct Streamable HTTP: tools'),
+    mcp_json_bridge: mcpJson(bridgeServerEntry).describe('.mcp.json through `switchboard bridge` (stdio): tools and doorbells'),
+    connect: z.string().describe('The instructions as plain text, the same the CLI prints; no credential in it'),
+  })
+  .meta({ id: 'VendResult', description: 'The endpoint vended, its credential and how to connect' });
+export type VendResult = z.output<typeof vendResultSchema>;
 
 /** POST /endpoints/{ref}/revoke */
-export interface RevokeResult extends EndpointView {
-  todos_dead_lettered: number;
-}
+export const revokeResultSchema = endpointViewSchema.extend({ todos_dead_lettered: count }).meta({ id: 'RevokeResult' });
+export type RevokeResult = z.output<typeof revokeResultSchema>;
 
 /** POST /endpoints/{ref}/todos: 201 when created, 200 when a live todo with the same key answered. */
-export interface PushResult {
-  id: string;
-  endpoint_id: string;
-  slug: string;
-  queue: string;
-  state: TodoState;
-  created: boolean;
-  event_id: number | null;
-}
+export const pushResultSchema = z
+  .object({
+    id: z.string(),
+    endpoint_id: z.string(),
+    slug: z.string(),
+    queue: z.string(),
+    state: todoState,
+    created: z.boolean().describe('False when a live todo with the same key answered'),
+    event_id: z.number().int().nullable(),
+  })
+  .meta({ id: 'PushResult' });
+export type PushResult = z.output<typeof pushResultSchema>;
+
+/** The compact form a listing carries (store/todos/row.ts summarizeTodo): never the payload. */
+export const todoSummarySchema = z
+  .object({
+    id: z.string(),
+    queue: z.string(),
+    source: z.string().optional(),
+    kind: z.string().optional(),
+    title: z.string(),
+    state: todoState,
+    owner: z.string().optional(),
+    assignee: z.string().optional(),
+    attempt: count,
+    max_attempts: count,
+    lease_expires_at: timestamp.optional().describe('Only while claimed'),
+    next_retry_at: timestamp.optional().describe('Only while a failed todo waits for its retry'),
+    created_at: timestamp,
+    payload_size: count,
+    priority: z.number().int().optional().describe('Only when not 0'),
+    run_at: timestamp.optional().describe('Only while a delayed todo waits'),
+    dead: z.literal(true).optional().describe('Only on a dead letter'),
+  })
+  .meta({ id: 'TodoSummary' });
+export type TodoSummary = z.output<typeof todoSummarySchema>;
+true satisfies Same<TodoSummary, StoredTodoSummary>;
+
+/** One todo in full, for its owner (store/todos/row.ts detailTodo): every lifecycle field, the payload and the result. */
+export const todoDetailSchema = todoSummarySchema
+  .omit({ priority: true, run_at: true, dead: true, next_retry_at: true, lease_expires_at: true })
+  .extend({
+    endpoint_id: z.string(),
+    priority: z.number().int(),
+    run_at: timestamp.nullable().describe('While a delayed todo waits: when it becomes claimable'),
+    dead: z.boolean().describe('A dead letter: failed, no retry coming'),
+    next_retry_at: timestamp.nullable(),
+    lease_expires_at: timestamp.nullable(),
+    claimed_at: timestamp.nullable(),
+    completed_at: timestamp.nullable(),
+    updated_at: timestamp,
+    payload: z.unknown().describe('Any JSON'),
+    result: z.unknown().describe('Any JSON; null until the todo is done'),
+  })
+  .meta({ id: 'TodoDetail' });
+export type TodoDetail = z.output<typeof todoDetailSchema>;
+true satisfies Same<TodoDetail, StoredTodoDetail>;
 
 /**
  * GET /endpoints/{ref}/todos: a page, newest first. `next_cursor` (opaque) asks for the next page
  * as `?cursor=`; null on the last page. GET /endpoints/{ref}/todos/{id}, and POST .../cancel and
  * .../retry, answer one TodoDetail.
  */
-export interface TodoList {
-  todos: TodoSummary[];
-  next_cursor: string | null;
-}
+export const todoListSchema = z
+  .object({ todos: z.array(todoSummarySchema), next_cursor: z.string().nullable().describe('Pass as `?cursor=` for the next page; null on the last') })
+  .meta({ id: 'TodoList' });
+export type TodoList = z.output<typeof todoListSchema>;
 
-export interface ChannelCapability {
-  server_advertised: boolean;
-  sessions: { client_name: string; client_version: string; stream_open: boolean }[];
-  note: string;
-}
+/** GET/PUT/DELETE /endpoints/{ref}/presence, PUT /endpoints/{ref}/shift (services/presence.ts). */
+export const presenceViewSchema = z
+  .object({
+    presence,
+    source: presenceSource,
+    until: timestamp.nullable(),
+    shift: z.string().nullable(),
+    pending: count.describe('Todos an agent could claim now'),
+  })
+  .meta({ id: 'PresenceView' });
+export type PresenceView = z.output<typeof presenceViewSchema>;
+true satisfies Same<PresenceView, ServicePresenceView>;
+
+export const channelCapabilitySchema = z
+  .object({
+    server_advertised: z.boolean(),
+    sessions: z.array(z.object({ client_name: z.string(), client_version: z.string(), stream_open: z.boolean() })),
+    note: z.string(),
+  })
+  .meta({ id: 'ChannelCapability' });
+export type ChannelCapability = z.output<typeof channelCapabilitySchema>;
 
 /** POST /endpoints/{ref}/doorbell-tests */
-export interface DoorbellTestStarted {
-  test_id: string;
-  todo_id: string;
-  report_after: string;
-  server_version: string;
-  stream_attached: boolean;
-  channel_capability: ChannelCapability;
-}
+export const doorbellTestStartedSchema = z
+  .object({
+    test_id: z.string(),
+    todo_id: z.string(),
+    report_after: timestamp,
+    server_version: z.string(),
+    stream_attached: z.boolean(),
+    channel_capability: channelCapabilitySchema,
+  })
+  .meta({ id: 'DoorbellTestStarted' });
+export type DoorbellTestStarted = z.output<typeof doorbellTestStartedSchema>;
 
 /** GET /endpoints/{ref}/doorbell-tests/{test_id} */
-export interface DoorbellTestReport {
-  test_id: string;
-  todo_id: string;
-  wait_seconds: number;
-  server_version: string;
-  stream_attached: boolean;
-  /** As recorded at start (ChannelCapability for reports this version wrote). */
-  channel_capability: unknown;
-  delivered: { written: boolean; at: string | null; session_id: string | null };
-  claimed_within_seconds: number | null;
-  verdict: Verdict;
-  hints: string[];
-}
+export const doorbellTestReportSchema = z
+  .object({
+    test_id: z.string(),
+    todo_id: z.string(),
+    wait_seconds: z.number(),
+    server_version: z.string(),
+    stream_attached: z.boolean(),
+    channel_capability: z.unknown().describe('As recorded at start (a ChannelCapability for reports this version wrote)'),
+    delivered: z.object({ written: z.boolean(), at: timestamp.nullable(), session_id: z.string().nullable() }),
+    claimed_within_seconds: z.number().nullable(),
+    verdict,
+    hints: z.array(z.string()),
+  })
+  .meta({ id: 'DoorbellTestReport' });
+export type DoorbellTestReport = z.output<typeof doorbellTestReportSchema>;
 
 /** A webhook as listed: never its secrets, only a hint of its ingest URL. */
-export interface WebhookView {
-  webhook_id: string;
-  endpoint_id: string;
-  source_type: string;
-  trust_mode: 'signed' | 'token';
-  target_queue: string;
-  ingest_url_hint: string;
-  created_by: string;
-  created_at: string;
-  rotated_at: string | null;
-  last_delivery_at: string | null;
-}
+export const webhookViewSchema = z
+  .object({
+    webhook_id: z.string(),
+    endpoint_id: z.string(),
+    source_type: z.string(),
+    trust_mode: z.enum(['signed', 'token']),
+    target_queue: z.string(),
+    ingest_url_hint: z.string(),
+    created_by: z.string(),
+    created_at: timestamp,
+    rotated_at: timestamp.nullable(),
+    last_delivery_at: timestamp.nullable(),
+  })
+  .meta({ id: 'WebhookView' });
+export type WebhookView = z.output<typeof webhookViewSchema>;
 
 /** POST /endpoints/{ref}/webhooks, POST /webhooks/{id}/rotate: the URL (and secret) shown this once. */
-export interface MintedWebhookView extends WebhookView {
-  ingest_url: string;
-  signing_secret?: string;
-}
+export const mintedWebhookViewSchema = webhookViewSchema
+  .extend({
+    ingest_url: z.string().describe('Shown this once'),
+    signing_secret: z.string().optional().describe('For github and gitea; shown this once'),
+  })
+  .meta({ id: 'MintedWebhookView' });
+export type MintedWebhookView = z.output<typeof mintedWebhookViewSchema>;
 
 /** GET /endpoints/{ref}/webhooks */
-export interface WebhookList {
-  webhooks: WebhookView[];
-}
+export const webhookListSchema = z.object({ webhooks: z.array(webhookViewSchema) }).meta({ id: 'WebhookList' });
+export type WebhookList = z.output<typeof webhookListSchema>;
 
 /** DELETE /webhooks/{id} */
-export interface WebhookDeleted {
-  webhook_id: string;
-  deleted: boolean;
-}
+export const webhookDeletedSchema = z.object({ webhook_id: z.string(), deleted: z.boolean() }).meta({ id: 'WebhookDeleted' });
+export type WebhookDeleted = z.output<typeof webhookDeletedSchema>;
 
 /** One delivery: GET /events?endpoint=REF */
-export interface EventView {
-  id: string;
-  source: string;
-  event_type: string | null;
-  external_id: string | null;
-  trust_mode: string;
-  verified: boolean;
-  verify_detail: string | null;
-  content_type: string | null;
-  headers: Record<string, string>;
-  payload_size: number;
-  webhook_id: string | null;
-  received_at: string;
-  todo_id: string | null;
-  disposition: 'routed' | 'recorded';
-}
+export const eventViewSchema = z
+  .object({
+    id: z.string(),
+    source: z.string(),
+    event_type: z.string().nullable(),
+    external_id: z.string().nullable(),
+    trust_mode: z.string(),
+    verified: z.boolean(),
+    verify_detail: z.string().nullable(),
+    content_type: z.string().nullable(),
+    headers: z.record(z.string(), z.string()),
+    payload_size: count,
+    webhook_id: z.string().nullable(),
+    received_at: timestamp,
+    todo_id: z.string().nullable(),
+    disposition: z.enum(['routed', 'recorded']),
+  })
+  .meta({ id: 'EventView' });
+export type EventView = z.output<typeof eventViewSchema>;
 
-export interface EventList {
-  events: EventView[];
-}
+export const eventListSchema = z.object({ events: z.array(eventViewSchema) }).meta({ id: 'EventList' });
+export type EventList = z.output<typeof eventListSchema>;
 
 /** A notify hook as listed (a query string in its URL is shown redacted). */
-export interface HookView {
-  hook_id: string;
-  url: string;
-  queues: string[];
-  ignore_presence: boolean;
-  enabled: boolean;
-  disabled_reason: 'consecutive_failures' | 'operator' | null;
-  disabled_at: string | null;
-  consecutive_failures: number;
-  last_attempt_at: string | null;
-  last_status: number | null;
-  last_error: string | null;
-  created_at: string;
-}
+export const hookViewSchema = z
+  .object({
+    hook_id: z.string(),
+    url: z.string(),
+    queues: z.array(z.string()),
+    ignore_presence: z.boolean(),
+    enabled: z.boolean(),
+    disabled_reason: z.enum(['consecutive_failures', 'operator']).nullable(),
+    disabled_at: timestamp.nullable(),
+    consecutive_failures: count,
+    last_attempt_at: timestamp.nullable(),
+    last_status: z.number().int().nullable(),
+    last_error: z.string().nullable(),
+    created_at: timestamp,
+  })
+  .meta({ id: 'HookView' });
+export type HookView = z.output<typeof hookViewSchema>;
 
 /** POST /endpoints/{ref}/hooks, POST /hooks/{id}/rotate: the signing secret shown this once. */
-export interface MintedHookView extends HookView {
-  signing_secret: string;
-}
+export const mintedHookViewSchema = hookViewSchema.extend({ signing_secret: z.string().describe('Shown this once') }).meta({ id: 'MintedHookView' });
+export type MintedHookView = z.output<typeof mintedHookViewSchema>;
 
 /** GET /endpoints/{ref}/hooks */
-export interface HookList {
-  hooks: HookView[];
-  ceiling: { max: number; used: number };
-}
+export const hookListSchema = z
+  .object({ hooks: z.array(hookViewSchema), ceiling: z.object({ max: count, used: count }) })
+  .meta({ id: 'HookList' });
+export type HookList = z.output<typeof hookListSchema>;
 
 /** DELETE /hooks/{id} */
-export interface HookDeleted {
-  hook_id: string;
-  deleted: boolean;
-}
+export const hookDeletedSchema = z.object({ hook_id: z.string(), deleted: z.boolean() }).meta({ id: 'HookDeleted' });
+export type HookDeleted = z.output<typeof hookDeletedSchema>;
