@@ -101,6 +101,21 @@ describe('doorbells across instances', () => {
     expect(report.json).toMatchObject({ verdict: 'pass', stream_attached: true, delivered: { written: true, session_id: agent.sessionId } });
   });
 
+  it('a self-test started on A, which holds only a stream-less session, rings the streaming one on B and passes', async () => {
+    const e = await vend(viaA, { name: 'split', queues: ['reviews'] });
+    // A stream-less session on A (initialize only), the agent streaming on B.
+    const streamless = (await mcp(on(a, e), 'POST', { body: request('initialize', initParams()) })).headers.get('mcp-session-id')!;
+    const agent = await agentOn(b, e);
+    const started = await viaA('POST', `/api/v1/endpoints/${e.slug}/doorbell-tests`, { wait_seconds: 30 });
+    expect(started.status, started.text).toBe(201);
+    expect(started.json.stream_attached).toBe(true);
+    await until(() => agent.tests().length === 1, 'the test doorbell on B');
+    expect((await agent.call('claim', { id: started.json.todo_id })).state).toBe('done');
+    const report = await viaA('GET', `/api/v1/endpoints/${e.slug}/doorbell-tests/${started.json.test_id}`);
+    expect(report.json).toMatchObject({ verdict: 'pass', delivered: { written: true, session_id: agent.sessionId } });
+    expect(report.json.delivered.session_id).not.toBe(streamless);
+  });
+
   it('a self-test with sessions but no stream on any instance is no_stream, with no session, no_session', async () => {
     const e = await vend(viaA, { name: 'streamless', queues: ['reviews'] });
     const none = await viaB('POST', `/api/v1/endpoints/${e.slug}/doorbell-tests`, { wait_seconds: 10 });
