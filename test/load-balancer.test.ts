@@ -129,6 +129,28 @@ describe.skipIf(!haproxyInstalled())('three instances behind HAProxy (round robi
     expect(agent.rings(started.todo_id)).toHaveLength(1);
   });
 
+  it('every other agent verb answers through the balancer, whichever instance takes each call', async () => {
+    const before = agent.exchanges.length;
+    expect(await agent.call('whoami')).toMatchObject({ endpoint: { slug: e.slug }, queues: ['jobs'], session: { id: agent.sessionId } });
+    const pushed = await push(api, e, { title: 'every verb', payload: { n: 2 } });
+    await waitFor(() => agent.rings(pushed.id).length > 0, 'its doorbell');
+    const ringId = agent.rings(pushed.id)[0]!.params.meta.ring_id;
+    expect(await agent.call('ack_doorbell', { ring_id: ringId })).toMatchObject({ ring_id: ringId });
+    expect((await agent.call('list_todos')).todos.map((t: { id: string }) => t.id)).toContain(pushed.id);
+    expect(await agent.call('get_todo', { id: pushed.id })).toMatchObject({ id: pushed.id, state: 'pending' });
+    expect(await agent.call('claim', { id: pushed.id })).toMatchObject({ id: pushed.id, state: 'claimed' });
+    expect(await agent.call('heartbeat', { id: pushed.id, lease_ttl_seconds: 600 })).toMatchObject({ id: pushed.id, state: 'claimed' });
+    expect(await agent.call('release', { id: pushed.id })).toMatchObject({ id: pushed.id, state: 'pending' });
+    expect(await agent.call('claim', { id: pushed.id })).toMatchObject({ id: pushed.id, state: 'claimed' });
+    expect(await agent.call('fail', { id: pushed.id, result: { why: 'on purpose' } })).toMatchObject({ id: pushed.id, state: 'failed' });
+    expect(await agent.call('clock_out')).toMatchObject({ presence: 'out', source: 'agent' });
+    expect(await agent.call('presence')).toMatchObject({ presence: 'out' });
+    expect(await agent.call('clock_in')).toMatchObject({ presence: 'in' });
+    const posts = agent.exchanges.slice(before).filter((x) => x.method === 'POST');
+    expect(posts.every((x) => x.status === 200 || x.status === 202)).toBe(true);
+    expect(new Set(posts.map((x) => x.servedBy)).size).toBeGreaterThanOrEqual(2);
+  });
+
   it('a second GET on another instance wins: the first stream ends and doorbells go to the second', async () => {
     const other = await vend(api, { name: 'two-streams', queues: ['jobs'] });
     const sid = await rawSession(cluster.lb.url, other.slug, other.token);
