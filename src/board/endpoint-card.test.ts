@@ -113,6 +113,30 @@ describe('the endpoint card', () => {
     expect(page).not.toContain('rings reach it but nothing acts on them');
   });
 
+  it('on another instance than the agent\'s, shows its session and the unheard label from the directory', async () => {
+    const other = await startTestApp(db.url, app.clock);
+    try {
+      const e = await vend(alice, 'elsewhere');
+      const agent = await connectAgent(other, e, { track: clients });
+      const b = await signedIn(alice);
+      let page = (await b.get(`/endpoints/${e.id}`)).text;
+      expect(page).toContain('1 attached');
+      expect(page).toContain('claude-code 2.1.0');
+      for (const title of ['one', 'two', 'three']) await push(alice, e.slug, title);
+      await until(() => agent.heard.length === 3, 'three doorbells on the other instance');
+      await until(async () => (await db.sql`select 1 from doorbell_rings where session_id = ${agent.sessionId}`).length === 3, 'their ring records');
+      app.clock.advance(15 * 60_000 + 1000);
+      await other.acks.sweep();
+      await until(async () => {
+        page = (await (await signedIn(alice)).get(`/endpoints/${e.id}`)).text;
+        return page.includes('1 unheard session: rings reach it but nothing acts on them.');
+      }, 'the unheard label on this instance');
+      expect(app.sessions.all().some((s) => s.id === agent.sessionId)).toBe(false);
+    } finally {
+      await other.stop();
+    }
+  });
+
   it('renders the deaf-consumer warning only while in', () => {
     const now = app.clock.now();
     const s = boardSession({ id: 'h', handle: 'h', display_name: null, email: null, created_at: now }, 'A'.repeat(43), now);
