@@ -181,3 +181,15 @@ export function printPlan(title: string, plan: string[], width = 150): void {
   console.log(title);
   for (const line of plan) console.log(`  ${line.length > width ? `${line.slice(0, width)}…` : line}`);
 }
+
+/** A figure for the `--json` line: a finite number rounded, or null (JSON has no NaN). */
+export const figure = (x: number, digits = 2): number | null => (Number.isFinite(x) ? Number(x.toFixed(digits)) : null);
+
+/**
+ * `--json`: every figure of the run as one JSON object on the last line of stdout (the tables
+ * stay above it), with the machine's cores and the PostgreSQL version; call it last of all.
+ */
+export function printJsonLast(bench: string, pgVersion: string, figures: Record<string, unknown>): void {
+  const line = JSON.stringify({ bench, at: new Date().toISOString(), cores: os.availableParallelism(), postgres: pgVersion, ...figures });
+  process.stdout.write(`${line}\n`);
+}
