@@ -63,12 +63,27 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   503: 'unavailable: the database cannot be reached; retry after Retry-After',
 };
 
+/** What zod emits for z.json() under `$defs/<key>`: a union that refers to itself. */
+function isJsonValue(def: unknown, key: string): boolean {
+  const self = { $ref: `#/$defs/${key}` };
+  const scalars = ['string', 'number', 'boolean', 'null'].map((type) => ({ type }));
+  const containers = [{ type: 'array', items: self }, { type: 'object', propertyNames: { type: 'string' }, additionalProperties: self }];
+  return JSON.stringify(def) === JSON.stringify({ anyOf: [...scalars, ...containers] });
+}
+
+/**
+ * Any JSON value, as the document gives it. Not the recursive union zod emits: the TypeScript a
+ * generator such as openapi-typescript writes for a union holding an array of itself does not
+ * compile (TS2502), and in a JSON body the empty schema means exactly "any JSON value".
+ */
+const JSON_VALUE = { description: 'Any JSON value: a string, number, boolean, null, array or object' };
+
 /**
  * A zod schema as JSON Schema 2020-12 (the dialect of OpenAPI 3.1): `input` for what a route
  * accepts, `output` for what it answers. Definitions zod emits under `$defs` move to
  * components.schemas, where a `$ref` inside the document can reach them: a wire type named with
- * `.meta({ id })` keeps its name, an anonymous one (a recursive type such as a JSON payload) is
- * named JsonN, and identical anonymous definitions share one entry.
+ * `.meta({ id })` keeps its name, z.json() becomes JsonValue, any other anonymous one (a
+ * recursive type) is named JsonN, and identical anonymous definitions share one entry.
  */
 function toJsonSchema(schema: z.ZodType, components: Map<string, string>, io: 'input' | 'output'): Record<string, unknown> {
   const out = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as Record<string, unknown>;
@@ -76,7 +91,12 @@ function toJsonSchema(schema: z.ZodType, components: Map<string, string>, io: 'i
   const anonymous = (key: string) => key.startsWith('__schema');
   const names = new Map<string, string>();
   let jsonCount = [...components.keys()].filter((name) => /^Json\d+$/.test(name)).length;
-  for (const key of Object.keys(defs)) names.set(key, anonymous(key) ? `Json${jsonCount++}` : key);
+  for (const key of Object.keys(defs)) {
+    if (anonymous(key) && isJsonValue(defs[key], key)) {
+      defs[key] = JSON_VALUE;
+      names.set(key, 'JsonValue');
+    } else names.set(key, anonymous(key) ? `Json${jsonCount++}` : key);
+  }
   const rewrite = (value: unknown) =>
     JSON.parse(JSON.stringify(value).replace(/"#\/\$defs\/([^"]+)"/g, (_m, key: string) => JSON.stringify(`#/components/schemas/${names.get(key)}`)));
   const defsText = new Map([...names].map(([key, name]) => [name, JSON.stringify(rewrite(defs[key]))]));

@@ -3,20 +3,14 @@
  * (`z.output` of it, under the name the handlers and the CLI import). The handlers are checked
  * against the types (return types and `satisfies`), and the OpenAPI document
  * (GET /api/v1/openapi.json) describes each success answer with the schema, so the two cannot
- * drift. Times are RFC 3339 strings. Loads zod only: the CLI imports the types from here.
+ * drift. Times are RFC 3339 strings. Loads zod only and imports no server code (the error
+ * envelope's type aside): the CLI reads this file, and so does the type check of a client
+ * generated from the document. Where a type here mirrors one the domain or the services build
+ * (a todo, a presence, a verdict), wire-mirrors.ts checks at compile time that the two are equal.
  */
 import { z } from 'zod';
-import type { BridgeServerEntry, HttpServerEntry, McpJson } from '../domain/connect-instructions.ts';
-import type { Presence, PresenceSource } from '../domain/presence/index.ts';
-import type { Verdict } from '../services/doorbell/self-tests.ts';
-import type { TodoDetail as StoredTodoDetail, TodoState as StoredTodoState, TodoSummary as StoredTodoSummary } from '../services/todos.ts';
-import type { PresenceView as ServicePresenceView } from '../services/presence.ts';
 
 export type { ErrorEnvelope } from '../web/errors.ts';
-export type { TodoStateFilter } from '../services/todos.ts';
-
-/** True when A and B are the same type: `true satisfies Same<A, B>` fails to compile on drift. */
-type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 
 /** Every time on the wire (domain/time.ts rfc3339). A component of its own: the pattern is long. */
 const timestamp = z.iso.datetime().meta({ id: 'Timestamp', description: 'RFC 3339 in UTC, e.g. 2025-01-31T09:00:00Z' });
@@ -26,10 +20,6 @@ const presence = z.enum(['in', 'out']);
 const presenceSource = z.enum(['shift', 'agent', 'operator', 'default']);
 const todoState = z.enum(['pending', 'claimed', 'done', 'failed', 'canceled']);
 const verdict = z.enum(['pending', 'pass', 'claimed_before_ring', 'no_session', 'no_stream', 'write_failed', 'unheard']);
-true satisfies Same<z.output<typeof presence>, Presence>;
-true satisfies Same<z.output<typeof presenceSource>, PresenceSource>;
-true satisfies Same<z.output<typeof todoState>, StoredTodoState>;
-true satisfies Same<z.output<typeof verdict>, Verdict>;
 
 export type TodoState = z.output<typeof todoState>;
 
@@ -73,10 +63,7 @@ export const endpointListSchema = z.array(endpointViewSchema);
 
 const httpServerEntry = z.object({ type: z.literal('http'), url: z.string(), headers: z.object({ Authorization: z.string() }) });
 const bridgeServerEntry = z.object({ command: z.string(), args: z.array(z.string()), env: z.record(z.string(), z.string()) });
-true satisfies Same<z.output<typeof httpServerEntry>, HttpServerEntry>;
-true satisfies Same<z.output<typeof bridgeServerEntry>, BridgeServerEntry>;
 const mcpJson = <E extends z.ZodType>(entry: E) => z.object({ mcpServers: z.record(z.string(), entry) });
-true satisfies Same<z.output<ReturnType<typeof mcpJson<typeof httpServerEntry>>>, McpJson<HttpServerEntry>>;
 
 /**
  * POST /endpoints: the endpoint, its credential (shown this once, here only) and how to connect
@@ -133,7 +120,6 @@ export const todoSummarySchema = z
   })
   .meta({ id: 'TodoSummary' });
 export type TodoSummary = z.output<typeof todoSummarySchema>;
-true satisfies Same<TodoSummary, StoredTodoSummary>;
 
 /** One todo in full, for its owner (store/todos/row.ts detailTodo): every lifecycle field, the payload and the result. */
 export const todoDetailSchema = todoSummarySchema
@@ -153,7 +139,6 @@ export const todoDetailSchema = todoSummarySchema
   })
   .meta({ id: 'TodoDetail' });
 export type TodoDetail = z.output<typeof todoDetailSchema>;
-true satisfies Same<TodoDetail, StoredTodoDetail>;
 
 /**
  * GET /endpoints/{ref}/todos: a page, newest first. `next_cursor` (opaque) asks for the next page
@@ -176,7 +161,6 @@ export const presenceViewSchema = z
   })
   .meta({ id: 'PresenceView' });
 export type PresenceView = z.output<typeof presenceViewSchema>;
-true satisfies Same<PresenceView, ServicePresenceView>;
 
 export const channelCapabilitySchema = z
   .object({
