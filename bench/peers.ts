@@ -12,7 +12,9 @@
  *     write paths' ceiling, and one client's commit latency, the floor for add-to-wake.
  * The peers live in bench/package.json (`npm --prefix bench ci`), so the main install stays lean.
  *
- *   npm run bench:peers -- [--jobs 20000] [--workers 8] [--pings 200] [--sdk-jobs 1000] [--pgbench-seconds 5]
+ *   npm run bench:peers -- [--jobs 20000] [--workers 8] [--pings 200] [--sdk-jobs 1000] [--pgbench-seconds 5] [--json]
+ *
+ * --json: every figure and ratio as one JSON object on the last line of stdout.
  */
 import { execFile } from 'node:child_process';
 import os from 'node:os';
@@ -29,7 +31,7 @@ import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { claimNextTodo, completeTodo, insertEventAndTodo, type Caller } from '../src/store/todos/index.ts';
 import { connectAgent } from '../test/support/agents.ts';
-import { drain, type DrainResult, pctOf, pgbenchInsertRate, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
+import { drain, type DrainResult, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -38,6 +40,7 @@ const { values } = parseArgs({
     pings: { type: 'string', default: '200' },
     'sdk-jobs': { type: 'string', default: '1000' },
     'pgbench-seconds': { type: 'string', default: '5' },
+    json: { type: 'boolean', default: false },
   },
 });
 const JOBS = Number(values.jobs);
@@ -148,7 +151,11 @@ async function graphileAddToStart(url: string): Promise<number[]> {
   return out.sort((a, b) => a - b);
 }
 
+/** Issue 20's claim targets, stated at 20,000 jobs and 8 workers (and the 1,000-job side run). */
+const TARGETS = { storeToGraphile: 1.0, mcpToPgboss: 1.0, mcpToGraphile: 0.5 };
+
 async function main(): Promise<void> {
+  let json: (() => void) | undefined;
   await withBenchDatabase(20, async ({ cluster, sql, pgVersion }) => {
     const app = await startApp({
       config: loadConfig({ SWITCHBOARD_DATABASE_URL: cluster.url, SWITCHBOARD_LISTEN: '127.0.0.1:0' }),
@@ -177,7 +184,7 @@ async function main(): Promise<void> {
         { endpointId: wakeEp.endpoint.id, queue: 'work', title: `ping ${n}` },
         systemClock.now(),
       );
-      if (pushEligible) app.doorbell.ringReady(todo);
+      if (pushEligible) app.readyRings.ringReady(todo);
       while (agent.heard.length === before) await new Promise((r) => setImmediate(r));
       wake.push(performance.now() - t0);
     }
@@ -261,6 +268,59 @@ async function main(): Promise<void> {
         `${rate(sdkSide) >= rate(bossSide) ? 'met' : 'NOT met'} with the SDK Client (${pctOf(rate(sdkSide), rate(bossSide))}).`,
     );
 
+    const storeMet = rate(store) >= TARGETS.storeToGraphile * rate(graphile);
+    const mcpGraphileMet = rate(raw) >= TARGETS.mcpToGraphile * rate(graphile);
+    const sideMet = rate(rawSide) >= TARGETS.mcpToPgboss * rate(bossSide);
+    const yes = (met: boolean) => (met ? 'met' : 'NOT met');
+    console.log(
+      `Targets (issue 20, stated at 20,000 jobs x 8 workers; this run ${JOBS} x ${WORKERS}): ` +
+        `store >= ${TARGETS.storeToGraphile}x graphile-worker ${yes(storeMet)} (${(rate(store) / rate(graphile)).toFixed(2)}x); ` +
+        `MCP >= ${TARGETS.mcpToPgboss}x pg-boss ${yes(mcpMet)} at ${JOBS} (${(rate(raw) / rate(boss)).toFixed(2)}x), ${yes(sideMet)} at ${SDK_JOBS} (${(rate(rawSide) / rate(bossSide)).toFixed(2)}x); ` +
+        `MCP >= ${TARGETS.mcpToGraphile}x graphile-worker ${yes(mcpGraphileMet)} (${(rate(raw) / rate(graphile)).toFixed(2)}x).`,
+    );
+    const drained = (prefix: string, r: DrainResult) => ({
+      [`${prefix}_jobs_per_second`]: figure(rate(r), 1),
+      [`${prefix}_jobs`]: r.done,
+      [`${prefix}_p50_ms`]: figure(r.p50),
+      [`${prefix}_p99_ms`]: figure(r.p99),
+    });
+    const ratio = (a: DrainResult, b: DrainResult) => figure(rate(a) / rate(b), 4);
+    json = () =>
+      printJsonLast('peers', pgVersion, {
+        jobs: JOBS,
+        workers: WORKERS,
+        sdk_jobs: SDK_JOBS,
+        pings: PINGS,
+        ...drained('store', store),
+        ...drained('mcp', raw),
+        ...drained('pgboss', boss),
+        ...drained('graphile', graphile),
+        store_ratio_to_graphile: ratio(store, graphile),
+        store_ratio_to_pgboss: ratio(store, boss),
+        mcp_ratio_to_graphile: ratio(raw, graphile),
+        mcp_ratio_to_pgboss: ratio(raw, boss),
+        mcp_ratio_to_store: ratio(raw, store),
+        pgboss_ratio_to_graphile: ratio(boss, graphile),
+        ...drained('side_mcp', rawSide),
+        ...drained('side_sdk', sdkSide),
+        ...drained('side_pgboss', bossSide),
+        side_mcp_ratio_to_pgboss: ratio(rawSide, bossSide),
+        side_sdk_ratio_to_pgboss: ratio(sdkSide, bossSide),
+        wake_p50_ms: figure(pct(wake, 50)),
+        wake_p99_ms: figure(pct(wake, 99)),
+        graphile_add_to_start_p50_ms: figure(pct(graphileWake, 50)),
+        graphile_add_to_start_p99_ms: figure(pct(graphileWake, 99)),
+        pgbench_per_second: figure(pg.tps, 1),
+        pgbench_clients: WORKERS,
+        pgbench_commit_ms: figure(pg1.latencyMs, 3),
+        store_ratio_to_pgbench: figure(rate(store) / pg.tps, 4),
+        mcp_ratio_to_pgbench: figure(rate(raw) / pg.tps, 4),
+        target_store_to_graphile_met: storeMet,
+        target_mcp_to_pgboss_met: mcpMet,
+        target_side_mcp_to_pgboss_met: sideMet,
+        target_mcp_to_graphile_met: mcpGraphileMet,
+      });
+
     const jobsFigure = (r: DrainResult) => `${Math.round(rate(r))} jobs/s, p99 ${r.p99.toFixed(1)} ms`;
     const vs = (r: DrainResult) => `${pctOf(rate(r), pg.tps, 1)} (${pctOf(rate(r), rate(boss))} of pg-boss, ${pctOf(rate(r), rate(graphile))} of graphile-worker)`;
     summarize('peers', pgVersion, [
@@ -288,6 +348,8 @@ async function main(): Promise<void> {
       { figure: 'pgbench single-row insert commits', value: `${Math.round(pg.tps)}/s at ${WORKERS} clients; ${pg1.latencyMs.toFixed(3)} ms each at 1` },
     ]);
   });
+  // After the cluster has stopped, so nothing else can follow it on stdout.
+  if (values.json) json?.();
 }
 
 await main();
