@@ -1,6 +1,5 @@
 import { userInfo } from 'node:os';
 import type { Command } from 'commander';
-import { openAdmin } from '../app.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { createLogger } from '../lib/log.ts';
 import type { Humans } from '../services/humans.ts';
@@ -31,6 +30,8 @@ export async function withHumans<T>(ctx: CliContext, fn: (humans: Humans) => Pro
     // Token minting and revocation leave an audit line, whatever the level: this terminal is where it goes.
     const auditLog = createLogger('info', process.stderr, config.logFormat);
     if (config.dataDirRelative !== undefined && !config.databaseUrl) ctx.io.err(`switchboard: SWITCHBOARD_DATA_DIR ${config.dataDirRelative} is ${config.dataDir}\n`);
+    // Loaded here, not at the top: the composition root is most of the CLI's start-up time.
+    const { openAdmin } = await import('../app.ts');
     admin = await openAdmin(config, log, { ...opts, auditLog, by: `admin:${adminUser()}` });
   } catch (e) {
     if (e instanceof ConfigError) throw new CliError(e.message);
