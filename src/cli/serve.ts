@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { openAdmin, startApp } from '../app.ts';
 import { ConfigError, loadConfig, type Config } from '../config.ts';
+import { configReferenceText } from '../lib/config-reference.ts';
 import { createLogger } from '../lib/log.ts';
 import type { CliContext } from './context.ts';
 import { CliError } from './output.ts';
@@ -22,10 +22,9 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
       'after',
       [
         '',
-        'Configured by SWITCHBOARD_* environment variables (the README lists them all), for example:',
-        '  SWITCHBOARD_LISTEN=127.0.0.1:8080   SWITCHBOARD_BASE_URL=https://switchboard.example.com',
-        '  SWITCHBOARD_DATABASE_URL=postgres://...   SWITCHBOARD_LISTEN_DATABASE_URL=postgres://... (behind PgBouncer)',
-        '  SWITCHBOARD_TRUSTED_PROXIES=10.0.0.0/8 (behind a load balancer)',
+        'Environment (a bad value stops serve, naming the variable; the README says each at length):',
+        configReferenceText(),
+        '',
         'Several instances on one database answer any agent: see docs/deploy.md.',
       ].join('\n'),
     )
@@ -35,6 +34,8 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
       if (config.dataDirRelative !== undefined && !config.databaseUrl) {
         log.info({ given: config.dataDirRelative, data_dir: config.dataDir }, 'SWITCHBOARD_DATA_DIR is relative: resolved against the working directory');
       }
+      // The composition root is loaded only by the commands that run it: a client command starts faster.
+      const { startApp } = await import('../app.ts');
       const app = await startApp({ config, log }).catch((e: unknown) => {
         throw e instanceof ConfigError ? new CliError(e.message) : e;
       });
@@ -59,6 +60,7 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
     .action(async (opts: { init?: boolean }) => {
       const config = configFrom(ctx);
       const log = createLogger(config.logLevel, process.stderr, config.logFormat);
+      const { openAdmin } = await import('../app.ts');
       const { applied, database, close } = await openAdmin(config, log, { init: opts.init === true }).catch((e: unknown) => {
         throw e instanceof ConfigError ? new CliError(e.message) : e;
       });
