@@ -2,10 +2,17 @@ import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { CliError } from './output.ts';
+import { normalizeServerUrl } from './server-url.ts';
 
 export interface Credentials {
   url: string;
   token: string;
+}
+
+/** Credentials and where each half came from: an environment variable's name or the file's path. */
+export interface LoadedCredentials extends Credentials {
+  urlFrom: string;
+  tokenFrom: string;
 }
 
 /** `$SWITCHBOARD_CREDENTIALS`, else `<user config dir>/switchboard/credentials.json`. */
@@ -44,24 +51,24 @@ export async function removeCredentials(env: NodeJS.ProcessEnv = process.env): P
   }
 }
 
-/** SWITCHBOARD_URL + SWITCHBOARD_TOKEN win over the saved file. */
-export async function loadCredentials(env: NodeJS.ProcessEnv = process.env): Promise<Credentials> {
+/** SWITCHBOARD_URL + SWITCHBOARD_TOKEN win over the saved file, each on its own. */
+export async function loadCredentials(env: NodeJS.ProcessEnv = process.env): Promise<LoadedCredentials> {
   const envUrl = env.SWITCHBOARD_URL?.trim();
   const envToken = env.SWITCHBOARD_TOKEN?.trim();
+  const path = credentialsPath(env);
   let saved: Partial<Credentials> = {};
-  try {
-    saved = JSON.parse(await readFile(credentialsPath(env), 'utf8')) as Partial<Credentials>;
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') {
-      throw new CliError(`cannot read ${credentialsPath(env)}: ${(e as Error).message}`);
+  if (!envUrl || !envToken) {
+    try {
+      saved = JSON.parse(await readFile(path, 'utf8')) as Partial<Credentials>;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new CliError(`cannot read ${path}: ${(e as Error).message}`);
     }
   }
-  const url = envUrl || saved.url;
-  const token = envToken || saved.token;
+  const url = envUrl ? { value: envUrl, from: 'SWITCHBOARD_URL' } : saved.url ? { value: saved.url, from: path } : null;
+  const token = envToken ? { value: envToken, from: 'SWITCHBOARD_TOKEN' } : saved.token ? { value: saved.token, from: path } : null;
   if (!url || !token) {
-    throw new CliError(
-      'not logged in: set SWITCHBOARD_URL and SWITCHBOARD_TOKEN, or run `switchboard login --url URL --token sbp_...`',
-    );
+    const half = url ? `${url.from} gives a URL but there is no token; ` : token ? `${token.from} gives a token but there is no URL; ` : '';
+    throw new CliError(`not logged in: ${half}set SWITCHBOARD_URL and SWITCHBOARD_TOKEN, or run \`switchboard login --url URL --with-token\` (token on stdin)`);
   }
-  return { url: url.replace(/\/+$/, ''), token };
+  return { url: normalizeServerUrl(url.value, url.from), token: token.value, urlFrom: url.from, tokenFrom: token.from };
 }

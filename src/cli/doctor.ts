@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { GUIDE_LINK } from '../domain/guides.ts';
 import { VERSION } from '../lib/version.ts';
 import type { DoorbellTestReport, DoorbellTestStarted, EndpointView, HealthView, MeView } from '../api/wire.ts';
-import { ApiClient } from './client.ts';
+import { ApiClient, ApiError } from './client.ts';
 import type { CliContext } from './context.ts';
 import { loadCredentials } from './credentials.ts';
 import { CliError, EXIT_FAILURE, printJson, printTable, processIo, usageError } from './output.ts';
@@ -72,9 +72,12 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
         out.credentials = { live: true, url: creds.url, handle: me.handle };
         say(`✓ credentials for ${creds.url} are live (signed in as ${me.handle})`);
       } catch (e) {
-        out.credentials = { live: false, url: creds.url, error: (e as Error).message };
+        // Unreachable, an unknown or revoked token, an endpoint credential: each says so in its message.
+        const problem = e instanceof ApiError ? e.problem : 'failed';
+        out.credentials = { live: false, url: creds.url, problem, error: (e as Error).message };
+        say(`✗ ${problem === 'unreachable' ? 'server' : 'credentials'}: ${(e as Error).message}`);
         if (opts.json) printJson(io, out);
-        throw new CliError(`credentials for ${creds.url} do not work: ${(e as Error).message}`);
+        throw new CliError((e as Error).message);
       }
 
       // 2. The server: /healthz answers ok (the database is reachable) and says its version.
@@ -118,12 +121,13 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
       // 4. The live self-test.
       if (ref !== undefined) {
         const path = `/endpoints/${encodeURIComponent(ref)}/doorbell-tests`;
+        const refApi = new ApiClient(creds, { endpointRef: ref, flags: { wait_seconds: '--wait' } });
         let start: DoorbellTestStarted;
         try {
-          start = (await api.request<DoorbellTestStarted>('POST', path, { wait_seconds: wait })).body;
+          start = (await refApi.request<DoorbellTestStarted>('POST', path, { wait_seconds: wait })).body;
         } catch (e) {
           if (opts.json) printJson(io, { ...out, test: { error: (e as Error).message } });
-          throw new CliError(/not_found/.test((e as Error).message) ? `endpoint ${ref} was not found among yours` : (e as Error).message);
+          throw e;
         }
         say(`Self-test ${start.test_id} on ${ref}: ringing in about 2 s; the agent has ${wait} s to claim the test todo.`);
         const deadline = Date.now() + (wait + 20) * 1000;

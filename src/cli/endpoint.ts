@@ -3,7 +3,7 @@ import type { EndpointView, PresenceView, RevokeResult, VendResult } from '../ap
 import { exportLine } from '../domain/connect-instructions.ts';
 import { parseDuration } from '../domain/duration.ts';
 import { presenceReason, presenceWithSource } from '../domain/presence-words.ts';
-import { ApiClient } from './client.ts';
+import { ApiClient, type ApiClientOptions } from './client.ts';
 import type { CliContext } from './context.ts';
 import { loadCredentials } from './credentials.ts';
 import { CliError, printJson, printTable, usageError, type Io } from './output.ts';
@@ -29,7 +29,8 @@ function printPresence(io: Io, slug: string, p: PresenceView): void {
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
-export const apiClient = async (ctx: CliContext) => new ApiClient(await loadCredentials(ctx.env));
+/** A client with the caller's credentials; `options` say which flag each API field is, and which endpoint reference was given. */
+export const apiClient = async (ctx: CliContext, options: ApiClientOptions = {}) => new ApiClient(await loadCredentials(ctx.env), options);
 
 function printVend(io: Io, v: VendResult): void {
   io.out(`Vended endpoint ${v.slug} for agent "${v.agent_name}".\n\n`);
@@ -78,7 +79,7 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
     .option('--verb <verb>', 'a verb to grant (repeat for several; default: the drain verbs)', collect)
     .option('--json', 'print the API response as JSON')
     .action(async (name: string, opts: { queue?: string[]; verb?: string[]; json?: boolean }) => {
-      const api = await apiClient(ctx);
+      const api = await apiClient(ctx, { flags: { name: 'NAME', queues: '--queue', verbs: '--verb' } });
       const body: Record<string, unknown> = { name };
       if (opts.queue) body.queues = opts.queue;
       if (opts.verb) body.verbs = opts.verb;
@@ -115,7 +116,7 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
     .argument('<ref>', 'endpoint slug or id')
     .option('--json', 'print JSON')
     .action(async (ref: string, opts: { json?: boolean }) => {
-      const e = await (await apiClient(ctx)).get<EndpointView>(`/endpoints/${encodeURIComponent(ref)}`);
+      const e = await (await apiClient(ctx, { endpointRef: ref })).get<EndpointView>(`/endpoints/${encodeURIComponent(ref)}`);
       if (opts.json) printJson(ctx.io, e);
       else printEndpoint(ctx.io, e);
     });
@@ -129,7 +130,7 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
       .option('--json', 'print JSON')
       .action(async (ref: string, opts: { until?: string; json?: boolean }) => {
         const until = untilArg(opts.until);
-        const r = await (await apiClient(ctx)).request<PresenceView>('PUT', `/endpoints/${encodeURIComponent(ref)}/presence`, { presence, until });
+        const r = await (await apiClient(ctx, { endpointRef: ref, flags: { until: '--until' } })).request<PresenceView>('PUT', `/endpoints/${encodeURIComponent(ref)}/presence`, { presence, until });
         if (opts.json) printJson(ctx.io, r.body);
         else printPresence(ctx.io, ref, r.body);
       });
@@ -143,7 +144,7 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
     .option('--clear', 'clear any clock-in or clock-out override, so the shift (or the default, in) decides')
     .option('--json', 'print JSON')
     .action(async (ref: string, opts: { clear?: boolean; json?: boolean }) => {
-      const api = await apiClient(ctx);
+      const api = await apiClient(ctx, { endpointRef: ref });
       const path = `/endpoints/${encodeURIComponent(ref)}/presence`;
       const p = opts.clear ? (await api.request<PresenceView>('DELETE', path)).body : await api.get<PresenceView>(path);
       if (opts.json) printJson(ctx.io, p);
@@ -159,7 +160,7 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
     .option('--json', 'print JSON')
     .action(async (ref: string, expr: string | undefined, opts: { clear?: boolean; json?: boolean }) => {
       if ((expr === undefined) === !opts.clear) throw usageError('give a shift expression or --clear (not both)');
-      const r = await (await apiClient(ctx)).request<PresenceView>('PUT', `/endpoints/${encodeURIComponent(ref)}/shift`, { shift: opts.clear ? null : expr });
+      const r = await (await apiClient(ctx, { endpointRef: ref, flags: { shift: 'EXPR' } })).request<PresenceView>('PUT', `/endpoints/${encodeURIComponent(ref)}/shift`, { shift: opts.clear ? null : expr });
       if (opts.json) printJson(ctx.io, r.body);
       else printPresence(ctx.io, ref, r.body);
     });
@@ -171,7 +172,7 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
     .option('-y, --yes', 'do not ask for confirmation')
     .option('--json', 'print JSON')
     .action(async (ref: string, opts: { yes?: boolean; json?: boolean }) => {
-      const api = await apiClient(ctx);
+      const api = await apiClient(ctx, { endpointRef: ref });
       if (!opts.yes && !(await confirm(ctx, `Revoke endpoint ${ref}? Its credential stops working and its pending todos are dead-lettered.`))) {
         throw new CliError('not revoked');
       }

@@ -27,7 +27,7 @@ export function registerHookCommands(program: Command, ctx: CliContext): void {
       const body: Record<string, unknown> = { url: opts.url };
       if (opts.queue) body.queues = opts.queue;
       if (opts.ignorePresence) body.ignore_presence = true;
-      const h = await (await apiClient(ctx)).post<MintedHookView>(`/endpoints/${encodeURIComponent(ref)}/hooks`, body);
+      const h = await (await apiClient(ctx, { endpointRef: ref, flags: { url: '--url', queues: '--queue', ignore_presence: '--ignore-presence' } })).post<MintedHookView>(`/endpoints/${encodeURIComponent(ref)}/hooks`, body);
       if (opts.json) printJson(ctx.io, h);
       else printMinted(ctx, h, 'Created');
     });
@@ -38,7 +38,7 @@ export function registerHookCommands(program: Command, ctx: CliContext): void {
     .argument('<endpoint>', 'endpoint slug or id')
     .option('--json', 'print JSON')
     .action(async (ref: string, opts: { json?: boolean }) => {
-      const r = await (await apiClient(ctx)).get<HookList>(`/endpoints/${encodeURIComponent(ref)}/hooks`);
+      const r = await (await apiClient(ctx, { endpointRef: ref })).get<HookList>(`/endpoints/${encodeURIComponent(ref)}/hooks`);
       if (opts.json) return printJson(ctx.io, r);
       if (r.hooks.length === 0) return ctx.io.out(`No notify hooks (up to ${r.ceiling.max}).\n`);
       printTable(

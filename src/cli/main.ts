@@ -12,6 +12,7 @@ import { registerTodoCommands } from './todo.ts';
 import { registerWebhookCommands } from './webhook.ts';
 import { registerHookCommands } from './hook.ts';
 import { registerBridgeCommand } from './bridge.ts';
+import { registerCompletionCommand } from './completion.ts';
 
 async function readAllStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -22,7 +23,7 @@ async function readAllStdin(): Promise<string> {
 export function buildProgram(ctx: CliContext): Command {
   const program = new Command('switchboard')
     .description('Switchboard: hand work to AI coding agents over MCP, and ring them when it is ready.')
-    .version(VERSION, '-V, --version', 'print the version')
+    .version(VERSION, '-v, --version', 'print the version')
     .showHelpAfterError('(run with --help for usage)')
     .configureOutput({ writeOut: (s) => ctx.io.out(s), writeErr: (s) => ctx.io.err(s) })
     .exitOverride();
@@ -39,7 +40,13 @@ Client side (SWITCHBOARD_URL + SWITCHBOARD_TOKEN, or switchboard login):
   switchboard todo push review-bot-3fa91c0d "Review PR 12" --queue reviews --payload '{"pr":12}'
   switchboard doctor review-bot-3fa91c0d   prove the doorbell loop end to end
 
-Exit codes: 0 ok, 1 refused or failed, 2 usage error.`,
+Exit codes:
+  0  ok
+  1  refused or failed: not logged in, server unreachable, token refused (401), forbidden (403),
+     not found (404), conflict (409), rate limited (429), server error (5xx)
+  2  usage error: a wrong command, flag or argument, whether the CLI or the server (400) found it
+
+Shell completion: switchboard completion bash|zsh|fish (e.g. source <(switchboard completion bash)).`,
   );
   registerServeCommands(program, ctx);
   registerAdminCommands(program, ctx);
@@ -50,6 +57,7 @@ Exit codes: 0 ok, 1 refused or failed, 2 usage error.`,
   registerHookCommands(program, ctx);
   registerDoctorCommand(program, ctx);
   registerBridgeCommand(program, ctx);
+  registerCompletionCommand(program, ctx);
   for (const c of program.commands) applyExitOverride(c, ctx);
   return program;
 }
@@ -69,8 +77,10 @@ export async function main(argv: string[], partial: Partial<CliContext> = {}): P
     stdinIsTty: partial.stdinIsTty ?? Boolean(process.stdin.isTTY),
   };
   const program = buildProgram(ctx);
+  // -V was the version flag before -v; it still works on its own.
+  const args = argv.length === 3 && argv[2] === '-V' ? [...argv.slice(0, 2), '--version'] : argv;
   try {
-    await program.parseAsync(argv);
+    await program.parseAsync(args);
     return EXIT_OK;
   } catch (e) {
     if (e instanceof CommanderError) {

@@ -107,14 +107,15 @@ describe('switchboard todo', () => {
     expect(seen.length).toBeGreaterThan(2);
   });
 
-  it('refuses bad options: a non-number priority is a usage mistake (2), a bad delay or cursor is refused by the server (1)', async () => {
+  it('refuses bad options as usage mistakes (2), whether the CLI (a non-number priority) or the server (a bad delay or cursor) found them, naming the flag', async () => {
     expect((await run(['todo', 'push', ep.slug, 'x', '--priority', 'high'])).code).toBe(2);
     expect((await run(['todo', 'push', ep.slug, 'x', '--max-attempts', '1.5'])).code).toBe(2);
     const delay = await run(['todo', 'push', ep.slug, 'x', '--delay', 'soon']);
-    expect(delay.code).toBe(1);
-    expect(delay.err).toMatch(/^switchboard: delay: .*\(invalid_argument\)\n$/);
+    expect(delay.code).toBe(2);
+    expect(delay.err).toMatch(/^switchboard: --delay: .*\(invalid_argument\)\n$/);
     const cursor = await run(['todo', 'list', ep.slug, '--cursor', 'nope']);
-    expect(cursor.err).toMatch(/^switchboard: cursor: .*\(invalid_argument\)\n$/);
+    expect(cursor.code).toBe(2);
+    expect(cursor.err).toMatch(/^switchboard: --cursor: .*\(invalid_argument\)\n$/);
     expect((await run(['todo', 'show', ep.slug, 'td_00000000-0000-4000-8000-000000000000'])).err).toMatch(/\(not_found\)/);
   });
 });

@@ -33,6 +33,18 @@ function wholeNumber(flag: string, raw: string): number {
   return Number(raw);
 }
 
+/** The API's field for each of `todo push`'s flags and arguments. */
+const PUSH_FLAGS = {
+  title: 'TITLE',
+  queue: '--queue',
+  payload: '--payload',
+  kind: '--kind',
+  key: '--key',
+  delay: '--delay',
+  priority: '--priority',
+  max_attempts: '--max-attempts',
+};
+
 const todoPath = (ref: string, id: string, action = '') =>
   `/endpoints/${encodeURIComponent(ref)}/todos/${encodeURIComponent(id)}${action ? `/${action}` : ''}`;
 
@@ -108,7 +120,7 @@ export function registerTodoCommands(program: Command, ctx: CliContext): void {
         if (opts.priority !== undefined) body.priority = wholeNumber('--priority', opts.priority);
         if (opts.maxAttempts !== undefined) body.max_attempts = wholeNumber('--max-attempts', opts.maxAttempts);
         if (opts.payload !== undefined) body.payload = await readPayload(ctx, opts.payload);
-        const r = await (await apiClient(ctx)).post<PushResult>(`/endpoints/${encodeURIComponent(ref)}/todos`, body);
+        const r = await (await apiClient(ctx, { endpointRef: ref, flags: PUSH_FLAGS })).post<PushResult>(`/endpoints/${encodeURIComponent(ref)}/todos`, body);
         if (opts.json) return printJson(ctx.io, r);
         ctx.io.out(r.created ? `Created ${r.id} on ${r.slug}/${r.queue}.\n` : `Already live: ${r.id} on ${r.slug}/${r.queue} (${r.state}); nothing new created.\n`);
       },
@@ -130,7 +142,7 @@ export function registerTodoCommands(program: Command, ctx: CliContext): void {
       if (opts.limit) qs.set('limit', opts.limit);
       if (opts.cursor !== undefined) qs.set('cursor', opts.cursor);
       const suffix = qs.size ? `?${qs}` : '';
-      const r = await (await apiClient(ctx)).get<TodoList>(`/endpoints/${encodeURIComponent(ref)}/todos${suffix}`);
+      const r = await (await apiClient(ctx, { endpointRef: ref, flags: { state: '--state', queue: '--queue', limit: '--limit', cursor: '--cursor' } })).get<TodoList>(`/endpoints/${encodeURIComponent(ref)}/todos${suffix}`);
       if (opts.json) return printJson(ctx.io, r);
       if (r.todos.length === 0) return ctx.io.out('No todos.\n');
       printTable(
@@ -148,7 +160,7 @@ export function registerTodoCommands(program: Command, ctx: CliContext): void {
     .argument('<id>', 'todo id (td_...)')
     .option('--json', 'print JSON')
     .action(async (ref: string, id: string, opts: { json?: boolean }) => {
-      const t = await (await apiClient(ctx)).get<TodoDetail>(todoPath(ref, id));
+      const t = await (await apiClient(ctx, { endpointRef: ref })).get<TodoDetail>(todoPath(ref, id));
       if (opts.json) return printJson(ctx.io, t);
       printDetail(ctx, t);
     });
@@ -160,7 +172,7 @@ export function registerTodoCommands(program: Command, ctx: CliContext): void {
     .argument('<id>', 'todo id (td_...)')
     .option('--json', 'print JSON')
     .action(async (ref: string, id: string, opts: { json?: boolean }) => {
-      const t = await (await apiClient(ctx)).post<TodoDetail>(todoPath(ref, id, 'cancel'));
+      const t = await (await apiClient(ctx, { endpointRef: ref })).post<TodoDetail>(todoPath(ref, id, 'cancel'));
       if (opts.json) return printJson(ctx.io, t);
       const was = (t.result as { previous_state?: string } | null)?.previous_state;
       ctx.io.out(`Canceled ${t.id}${was ? ` (was ${was})` : ''}.\n`);
@@ -173,7 +185,7 @@ export function registerTodoCommands(program: Command, ctx: CliContext): void {
     .argument('<id>', 'todo id (td_...)')
     .option('--json', 'print JSON')
     .action(async (ref: string, id: string, opts: { json?: boolean }) => {
-      const t = await (await apiClient(ctx)).post<TodoDetail>(todoPath(ref, id, 'retry'));
+      const t = await (await apiClient(ctx, { endpointRef: ref })).post<TodoDetail>(todoPath(ref, id, 'retry'));
       if (opts.json) return printJson(ctx.io, t);
       ctx.io.out(`${t.id} is pending again (attempt ${t.attempt}/${t.max_attempts}).\n`);
     });

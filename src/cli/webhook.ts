@@ -29,7 +29,7 @@ export function registerWebhookCommands(program: Command, ctx: CliContext): void
     .action(async (ref: string, opts: { source: string; queue?: string; json?: boolean }) => {
       const body: Record<string, unknown> = { source_type: opts.source };
       if (opts.queue !== undefined) body.target_queue = opts.queue;
-      const w = await (await apiClient(ctx)).post<MintedWebhookView>(`/endpoints/${encodeURIComponent(ref)}/webhooks`, body);
+      const w = await (await apiClient(ctx, { endpointRef: ref, flags: { source_type: '--source', target_queue: '--queue' } })).post<MintedWebhookView>(`/endpoints/${encodeURIComponent(ref)}/webhooks`, body);
       if (opts.json) printJson(ctx.io, w);
       else printMinted(ctx, w, 'Created');
     });
@@ -40,7 +40,7 @@ export function registerWebhookCommands(program: Command, ctx: CliContext): void
     .argument('<endpoint>', 'endpoint slug or id')
     .option('--json', 'print JSON')
     .action(async (ref: string, opts: { json?: boolean }) => {
-      const r = await (await apiClient(ctx)).get<WebhookList>(`/endpoints/${encodeURIComponent(ref)}/webhooks`);
+      const r = await (await apiClient(ctx, { endpointRef: ref })).get<WebhookList>(`/endpoints/${encodeURIComponent(ref)}/webhooks`);
       if (opts.json) return printJson(ctx.io, r);
       if (r.webhooks.length === 0) return ctx.io.out('No webhooks.\n');
       printTable(
@@ -83,7 +83,7 @@ export function registerWebhookCommands(program: Command, ctx: CliContext): void
     .action(async (ref: string, opts: { limit?: string; json?: boolean }) => {
       const qs = new URLSearchParams({ endpoint: ref });
       if (opts.limit) qs.set('limit', opts.limit);
-      const r = await (await apiClient(ctx)).get<EventList>(`/events?${qs}`);
+      const r = await (await apiClient(ctx, { endpointRef: ref, flags: { limit: '--limit', endpoint: 'REF' } })).get<EventList>(`/events?${qs}`);
       if (opts.json) return printJson(ctx.io, r);
       if (r.events.length === 0) return ctx.io.out('No deliveries.\n');
       printTable(
