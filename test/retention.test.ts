@@ -53,10 +53,10 @@ describe('the retention pass', () => {
     const newRing = await ring(e.id, f.app.clock.now());
 
     // Nothing is past retention yet.
-    expect(await retentionPass(deps())).toEqual({ todos: 0, events: 0, rings: 0, more: false });
+    expect(await retentionPass(deps())).toEqual({ todos: 0, events: 0, rings: 0, replayKeys: 0, more: false });
 
     f.app.clock.advance(2 * DAY);
-    expect(await retentionPass(deps())).toEqual({ todos: 3, events: 4, rings: 1, more: false });
+    expect(await retentionPass(deps())).toEqual({ todos: 3, events: 4, rings: 1, replayKeys: 0, more: false });
     for (const t of [old.done, old.failed, old.canceled]) {
       expect(await exists('todos', t.id)).toBe(false);
       expect(await exists('events', t.eventId)).toBe(false);
@@ -83,5 +83,18 @@ describe('the retention pass', () => {
     expect(await left()).toBe(4);
     expect(await retentionPass(deps({ batch: 3, batchesPerTick: 2 }))).toMatchObject({ todos: 4, more: false });
     expect(await left()).toBe(0);
+  });
+
+  it('deletes the replay keys of signed bodies received before the cutoff, and keeps newer ones', async () => {
+    const e = await vend(f.api, { name: 'ret-keys', queues: ['reviews'] });
+    const w = await f.api('POST', `/api/v1/endpoints/${e.slug}/webhooks`, { source_type: 'github', target_queue: 'reviews' });
+    const key = async (body: string, at: Date) =>
+      f.sql`insert into replay_keys (webhook_id, body_sha256, received_at, event_id) values (${w.json.webhook_id}, ${Buffer.from(body)}, ${at}, 1)`;
+    const now = f.app.clock.now();
+    await key('old body', new Date(now.getTime() - RETENTION - DAY));
+    await key('new body', new Date(now.getTime() - DAY));
+    expect(await retentionPass(deps())).toMatchObject({ replayKeys: 1 });
+    const left = await f.sql<{ body: Buffer }[]>`select body_sha256 as body from replay_keys where webhook_id = ${w.json.webhook_id}`;
+    expect(left.map((r) => r.body.toString())).toEqual(['new body']);
   });
 });

@@ -8,7 +8,7 @@ import type { Metrics } from '../lib/metrics.ts';
 import { isEndpointRevoked } from '../store/endpoints.ts';
 import type { EventInput } from '../store/todos/index.ts';
 import { recordEventWithoutTodo } from '../store/webhook-events.ts';
-import { findIngestTargetUnscoped, touchWebhookDelivery, type IngestTarget } from '../store/webhooks.ts';
+import { findIngestTargetUnscoped, type IngestTarget } from '../store/webhooks.ts';
 import type { ServiceBase } from './base.ts';
 import type { TodoService } from './todos.ts';
 import type { Webhooks } from './webhooks.ts';
@@ -168,7 +168,6 @@ export class IngestService {
         if (isEndpointRevoked(err)) return reject(notActive());
         throw err;
       }
-      await touchWebhookDelivery(sql, target.id, now);
       metrics.webhookDeliveries.inc({ provider, trust_mode: target.trust_mode, verdict: 'accepted' });
       log.info({ slug: target.endpoint_slug, provider, event, reason, created: kept.created, event_id: kept.eventId }, 'webhook delivery recorded, no todo');
       return {
@@ -212,7 +211,6 @@ export class IngestService {
       );
     }
     const { todo, created, eventId } = stored;
-    await touchWebhookDelivery(sql, target.id, now);
     metrics.webhookDeliveries.inc({ provider, trust_mode: target.trust_mode, verdict: 'accepted' });
     log.info({ slug: target.endpoint_slug, provider, event, todo_id: todo.id, created, event_id: eventId }, 'webhook delivery');
     return {

@@ -35,6 +35,18 @@ export async function deleteOrphanEventsUnscoped(sql: Sql, cutoff: Date, limit: 
   return rows.length;
 }
 
+/** Replay keys of bodies received before `cutoff`: past the window, such a body is new again anyway. */
+export async function deleteOldReplayKeysUnscoped(sql: Sql, cutoff: Date, limit: number): Promise<number> {
+  const rows = await sql`
+    with doomed as materialized (
+      select webhook_id, body_sha256 from replay_keys where received_at < ${cutoff} order by received_at limit ${limit}
+    )
+    delete from replay_keys k using doomed
+    where k.webhook_id = doomed.webhook_id and k.body_sha256 = doomed.body_sha256 and k.received_at < ${cutoff}
+    returning 1`;
+  return rows.length;
+}
+
 /** Doorbell ring records sent before `cutoff`. */
 export async function deleteOldRingsUnscoped(sql: Sql, cutoff: Date, limit: number): Promise<number> {
   const rows = await sql`

@@ -118,11 +118,10 @@ export async function findIngestTargetUnscoped(sql: Sql, ingestToken: string): P
 }
 
 /** Stamps last_delivery_at at most once a minute: every delivery writing one hot row would serialize them. */
-export async function touchWebhookDelivery(sql: Sql, webhookId: string, now: Date): Promise<void> {
-  await sql`
-    update webhooks set last_delivery_at = ${now}
-    where id = ${webhookId} and (last_delivery_at is null or last_delivery_at < ${now}::timestamptz - interval '60 seconds')`;
-}
+/** Stamps a webhook's last delivery, at most once a minute: a CTE of every delivery's one statement. */
+export const touchDelivery = (sql: Sql, webhookId: string, now: Date) => sql`
+  update webhooks set last_delivery_at = ${now}
+  where id = ${webhookId} and (last_delivery_at is null or last_delivery_at < ${now}::timestamptz - interval '60 seconds')`;
 
 export async function countSignedWebhooksUnscoped(sql: Sql): Promise<number> {
   const [row] = await sql<{ n: number }[]>`select count(*)::int as n from webhooks where trust_mode = 'signed'`;

@@ -1,7 +1,7 @@
 import type { Sql } from '../../db/connect.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../lib/log.ts';
-import { deleteFinishedTodosUnscoped, deleteOldRingsUnscoped, deleteOrphanEventsUnscoped } from '../../store/retention.ts';
+import { deleteFinishedTodosUnscoped, deleteOldReplayKeysUnscoped, deleteOldRingsUnscoped, deleteOrphanEventsUnscoped } from '../../store/retention.ts';
 import type { MaintenanceLoop } from './loop.ts';
 
 export const RETENTION_INTERVAL_MS = 10 * 60_000;
@@ -24,19 +24,22 @@ export interface RetentionPass {
   todos: number;
   events: number;
   rings: number;
+  /** Signed bodies' replay keys past the window. */
+  replayKeys: number;
   /** True when a kind still had a full batch at the tick's end (more is waiting). */
   more: boolean;
 }
 
 /**
  * One retention pass: finished todos (done, or failed with no retry left) last changed before
- * now - retention and their events, then events no todo points at, then doorbell rings; each in
+ * now - retention and their events, then events no todo points at, then doorbell rings and replay
+ * keys; each in
  * batches until a batch comes back short or the tick's budget is spent. Safe on every instance.
  */
 export async function retentionPass(deps: RetentionDeps): Promise<RetentionPass> {
   const { sql, clock, log, retentionMs, batch = RETENTION_BATCH, batchesPerTick = RETENTION_BATCHES_PER_TICK } = deps;
   const cutoff = new Date(clock.now().getTime() - retentionMs);
-  const out: RetentionPass = { todos: 0, events: 0, rings: 0, more: false };
+  const out: RetentionPass = { todos: 0, events: 0, rings: 0, replayKeys: 0, more: false };
   const drain = async (step: () => Promise<number>): Promise<void> => {
     for (let i = 0; i < batchesPerTick; i++) {
       const n = await step();
@@ -60,7 +63,12 @@ export async function retentionPass(deps: RetentionDeps): Promise<RetentionPass>
     out.rings += n;
     return n;
   });
-  if (out.todos || out.events || out.rings) log.info({ ...out, cutoff: cutoff.toISOString() }, 'retention pass');
+  await drain(async () => {
+    const n = await deleteOldReplayKeysUnscoped(sql, cutoff, batch);
+    out.replayKeys += n;
+    return n;
+  });
+  if (out.todos || out.events || out.rings || out.replayKeys) log.info({ ...out, cutoff: cutoff.toISOString() }, 'retention pass');
   return out;
 }
 

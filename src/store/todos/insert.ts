@@ -1,8 +1,9 @@
-import type { Sql, TxSql } from '../../db/connect.ts';
+import type { Sql } from '../../db/connect.ts';
 import { conflict } from '../../domain/errors.ts';
 import { notifyExpression } from '../channels.ts';
 import { endpointRevoked } from '../endpoints.ts';
-import { isPushEligible, liveKey } from './predicates.ts';
+import { dropEvent, eventCtes, replayKeyHolder } from '../event-insert.ts';
+import { liveKey, pushEligible } from './predicates.ts';
 import { newTodoId, type TodoRow } from './row.ts';
 
 export interface EventInput {
@@ -43,9 +44,13 @@ export interface NewTodo {
 }
 
 /**
- * Records one producer delivery and the todo it mints, in one transaction. When the idempotency
- * key matches a live todo of the same endpoint, nothing is written and that todo is returned
- * with created=false.
+ * Records one producer delivery and the todo it mints in one statement: the endpoint share-locked
+ * and active (a revocation that committed first leaves nothing written, one that comes later waits
+ * and dead-letters the todo), the signed body's replay key claimed, the event and the todo
+ * inserted, the webhook's last delivery touched, and, when the todo passes the sender gate, the
+ * `todo_ready` wakeup (delivered at commit). A body this webhook already received within the
+ * window writes nothing and answers with the todo it made; an idempotency key that matches a live
+ * todo of the endpoint answers with that todo (created=false).
  */
 export async function insertEventAndTodo(
   sql: Sql,
@@ -53,77 +58,48 @@ export async function insertEventAndTodo(
   todo: NewTodo,
   now: Date,
 ): Promise<{ todo: TodoRow; created: boolean; eventId: string | null; pushEligible: boolean }> {
-  return sql.begin(async (tx) => {
-    const key = todo.idempotencyKey ? todo.idempotencyKey : null;
-    if (event.replay && event.webhookId) {
-      const prior = await priorDelivery(tx, event.webhookId, todo.endpointId, event.replay);
-      if (prior) return { todo: prior, created: false, eventId: prior.event_id, pushEligible: false };
-    }
-    // Event and todo in one statement; the todo may collapse onto a live one with the same key.
-    // The endpoint is share-locked and must be active: a revocation that committed first leaves
-    // nothing written, and one that comes later waits for this push and dead-letters its todo.
-    const [row] = await tx<(TodoRow & { new_event_id: string })[]>`
-      with ep as (
-        select id from endpoints where id = ${todo.endpointId} and state = 'active' for share
-      ), ev as (
-        insert into events (source, family, event_type, external_id, trust_mode, verified, verify_detail,
-                            content_type, headers, payload, payload_size, webhook_id, endpoint_id, received_at, body_sha256)
-        select ${event.source}, ${event.family}, ${event.eventType ?? null}, ${event.externalId ?? null},
-               ${event.trustMode}, ${event.verified}, ${event.verifyDetail ?? null}, ${event.contentType ?? null},
-               ${tx.json(event.headers ?? {})}, ${event.payload ?? null}, ${event.payload?.length ?? 0},
-               ${event.webhookId ?? null}, ${event.endpointId ?? todo.endpointId}, ${now}, ${event.replay?.bodySha256 ?? null}
-        from ep
-        returning id
-      ), t as (
-        insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, idempotency_key,
-                           max_attempts, priority, run_at, synthetic, created_at, updated_at)
-        select ${newTodoId()}, ${todo.endpointId}, ${todo.queue}, ${todo.source ?? null}, ${todo.kind ?? null},
-               ${todo.title}, ${tx.json((todo.payload ?? {}) as never)}, ev.id, ${key},
-               ${todo.maxAttempts ?? 5}, ${todo.priority ?? 0}, ${todo.runAt ?? null}, ${todo.synthetic ?? false}, ${now}, ${now}
-        from ev
-        on conflict (endpoint_id, idempotency_key) where ${liveKey(tx)} do nothing
-        returning *
-      )
-      select ev.id::text as new_event_id, t.*, t.event_id::text as event_id from ev left join t on true`;
-    if (!row) {
-      // Only on this rare path: the slug, for the same refusal revocation gives everywhere else.
-      const [gone] = await tx<{ slug: string }[]>`select slug from endpoints where id = ${todo.endpointId}`;
-      throw endpointRevoked({ slug: gone?.slug ?? todo.endpointId, state: 'revoked' });
-    }
-    const { new_event_id: newEventId, ...fields } = row;
-    const ev = { id: newEventId };
-    const inserted = fields.id ? (fields as TodoRow) : undefined;
-    if (inserted) {
-      // The sender gate and, when it passes, the wakeup for other instances (delivered at commit).
-      const ready = notifyExpression(tx, 'todo_ready', { endpointId: inserted.endpoint_id, queue: inserted.queue });
-      const [gate] = await tx<{ eligible: boolean }[]>`
-        select ${isPushEligible(tx, inserted.id)} as eligible,
-               case when ${isPushEligible(tx, inserted.id)} then ${ready} end`;
-      return { todo: inserted, created: true, eventId: ev.id, pushEligible: gate!.eligible };
-    }
-    // A duplicate delivery changes nothing: drop the event row we just wrote.
-    await tx`delete from events where id = ${ev.id}`;
-    const [existing] = await tx<TodoRow[]>`
-      select *, event_id::text as event_id from todos
-      where endpoint_id = ${todo.endpointId} and idempotency_key = ${key} and ${liveKey(tx)}`;
-    if (!existing) throw conflict('a concurrent delivery with the same key is still being written; retry');
-    return { todo: existing, created: false, eventId: existing.event_id, pushEligible: false };
-  });
+  const key = todo.idempotencyKey ? todo.idempotencyKey : null;
+  const ready = notifyExpression(sql, 'todo_ready', { endpointId: todo.endpointId, queue: todo.queue });
+  const [row] = await sql<(TodoRow & { active: boolean; new_event_id: string | null; push_eligible: number })[]>`
+    with ${eventCtes(sql, event, todo.endpointId, now)}, t as (
+      insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, idempotency_key,
+                         max_attempts, priority, run_at, synthetic, created_at, updated_at)
+      select ${newTodoId()}, ${todo.endpointId}, ${todo.queue}, ${todo.source ?? null}, ${todo.kind ?? null},
+             ${todo.title}, ${sql.json((todo.payload ?? {}) as never)}, new_event.id, ${key},
+             ${todo.maxAttempts ?? 5}, ${todo.priority ?? 0}, ${todo.runAt ?? null}, ${todo.synthetic ?? false}, ${now}, ${now}
+      from new_event
+      on conflict (endpoint_id, idempotency_key) where ${liveKey(sql)} do nothing
+      returning *
+    ), ready as materialized (
+      select ${ready} from t where ${pushEligible(sql, 'new_event')}
+    )
+    select exists (select 1 from ep) as active, (select id::text from new_event) as new_event_id,
+           (select count(*) from ready)::int as push_eligible, t.*, t.event_id::text as event_id
+    from (select 1) one left join t on true`;
+  const { active, new_event_id: newEventId, push_eligible: eligible, ...fields } = row!;
+  if (!active) {
+    // Only on this rare path: the slug, for the same refusal revocation gives everywhere else.
+    const [gone] = await sql<{ slug: string }[]>`select slug from endpoints where id = ${todo.endpointId}`;
+    throw endpointRevoked({ slug: gone?.slug ?? todo.endpointId, state: 'revoked' });
+  }
+  if (newEventId === null) {
+    // A replay: this body already came to this webhook within the window.
+    const holder = await replayKeyHolder(sql, event.webhookId!, event.replay!.bodySha256, todo.endpointId);
+    const prior = holder?.todoId ? await getTodoRow(sql, todo.endpointId, holder.todoId) : null;
+    if (!prior) throw conflict('this body was already delivered to this webhook; the todo it made is gone');
+    return { todo: prior, created: false, eventId: prior.event_id, pushEligible: false };
+  }
+  if (fields.id) return { todo: fields as TodoRow, created: true, eventId: newEventId, pushEligible: eligible > 0 };
+  // A duplicate by key changes nothing: drop the event (and the body's key) just written.
+  await dropEvent(sql, newEventId);
+  const [existing] = await sql<TodoRow[]>`
+    select *, event_id::text as event_id from todos
+    where endpoint_id = ${todo.endpointId} and idempotency_key = ${key} and ${liveKey(sql)}`;
+  if (!existing) throw conflict('a concurrent delivery with the same key is still being written; retry');
+  return { todo: existing, created: false, eventId: existing.event_id, pushEligible: false };
 }
 
-/**
- * The todo an earlier event of this webhook with the same body made (since `since`), or null.
- * Deliveries of one body to one webhook serialize on an advisory lock held to commit, so two
- * concurrent replays cannot both miss each other.
- */
-async function priorDelivery(tx: TxSql, webhookId: string, endpointId: string, r: { bodySha256: Buffer; since: Date }): Promise<TodoRow | null> {
-  await tx`select pg_advisory_xact_lock(hashtextextended(${`replay:${webhookId}:${r.bodySha256.toString('hex')}`}, 0))`;
-  const [prior] = await tx<TodoRow[]>`
-    select t.*, t.event_id::text as event_id
-    from events ev left join todos t on t.event_id = ev.id and t.endpoint_id = ${endpointId}
-    where ev.webhook_id = ${webhookId} and ev.body_sha256 = ${r.bodySha256} and ev.received_at >= ${r.since}
-    order by ev.received_at, ev.id limit 1`;
-  if (!prior) return null;
-  if (!prior.id) throw conflict('this body was already delivered to this webhook; the todo it made is gone');
-  return prior;
+async function getTodoRow(sql: Sql, endpointId: string, id: string): Promise<TodoRow | null> {
+  const [row] = await sql<TodoRow[]>`select *, event_id::text as event_id from todos where id = ${id} and endpoint_id = ${endpointId}`;
+  return row ?? null;
 }

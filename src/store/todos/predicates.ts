@@ -60,11 +60,13 @@ export const claimable = (sql: Sql | TxSql, owner: string, now: Date) => {
  * Pending and due (a delayed todo rings once the reaper released it), not quarantined, not a
  * self-test row, minted by a delivery that was verified
  * (signed or operator-authored) or arrived on a token-trust webhook. A todo with no event never
- * rings; it is still pulled and claimed as usual.
+ * rings; it is still pulled and claimed as usual. `events` names the relation the todo's event is
+ * read from: the table, or the CTE of a statement that inserts the event and its todo together
+ * (its own rows are not yet visible in the table to that statement).
  */
-export const pushEligible = (sql: Sql | TxSql) => sql`
+export const pushEligible = (sql: Sql | TxSql, events: 'events' | 'new_event' = 'events') => sql`
   t.state = 'pending' and t.run_at is null and t.queue <> ${RESERVED_QUEUE} and not t.synthetic
-  and exists (select 1 from events ev where ev.id = t.event_id and (ev.verified or ev.trust_mode = 'token'))`;
+  and exists (select 1 from ${sql(events)} ev where ev.id = t.event_id and (ev.verified or ev.trust_mode = 'token'))`;
 
 /** A boolean expression: whether one todo passes the sender gate right now. */
 export const isPushEligible = (sql: Sql | TxSql, todoId: string) =>
