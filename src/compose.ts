@@ -138,7 +138,17 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
 
 /** What each service does on each NOTIFY channel, merged into one handler set. */
 export function wakeupsOf(s: Services): WakeupHandlers {
-  return mergeWakeups(s.directory.wakeups(), s.revocations.wakeups(), s.presence.wakeups(), s.selfTests.wakeups(), s.readyRings.wakeups(), s.todoWork.wakeups(), s.calls.wakeups());
+  return mergeWakeups(
+    s.directory.wakeups(),
+    s.revocations.wakeups(),
+    s.presence.wakeups(),
+    s.selfTests.wakeups(),
+    s.readyRings.wakeups(),
+    s.todoWork.wakeups(),
+    s.calls.wakeups(),
+    s.webhooks.wakeups(),
+    s.hooks.wakeups(),
+  );
 }
 
 /** The background loops every instance runs (tests turn them off and drive passes by hand). */

@@ -72,6 +72,11 @@ describe('loadConfig', () => {
     for (const bad of ['30d', '59m', 'forever']) expect(fails({ SWITCHBOARD_RETENTION: bad }).variable).toBe('SWITCHBOARD_RETENTION');
   });
 
+  it('takes notify hook ports as a list or "any"', () => {
+    expect(loadConfig({ SWITCHBOARD_NOTIFY_HOOK_PORTS: '443, 8443' }).notifyHookPorts).toEqual([443, 8443]);
+    expect(loadConfig({ SWITCHBOARD_NOTIFY_HOOK_PORTS: 'any' }).notifyHookPorts).toBe('any');
+  });
+
   it('uses a per-user data dir by default', () => {
     const c = loadConfig({ XDG_DATA_HOME: '/home/u/.data' });
     expect(c.dataDir).toBe(process.getuid?.() === 0 ? '/var/lib/switchboard' : '/home/u/.data/switchboard');

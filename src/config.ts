@@ -213,7 +213,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const allow = parseAllowList(nonEmpty('SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS'));
   if (typeof allow === 'string') throw new ConfigError('SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS', allow);
   const hookPorts = parsePorts(nonEmpty('SWITCHBOARD_NOTIFY_HOOK_PORTS'));
-  if (typeof hookPorts === 'string') throw new ConfigError('SWITCHBOARD_NOTIFY_HOOK_PORTS', hookPorts);
+  if (typeof hookPorts === 'string' && hookPorts !== 'any') throw new ConfigError('SWITCHBOARD_NOTIFY_HOOK_PORTS', hookPorts);
   const maxRaw = nonEmpty('SWITCHBOARD_NOTIFY_HOOK_MAX') ?? '5';
   if (!/^\d{1,3}$/.test(maxRaw) || Number(maxRaw) > 100) throw new ConfigError('SWITCHBOARD_NOTIFY_HOOK_MAX', `must be a whole number from 0 to 100, got ${JSON.stringify(maxRaw)}`);
 

@@ -191,7 +191,9 @@ describe('switchboard webhook / events CLI', () => {
     expect(generic.out).not.toContain('Signing secret');
     expect(generic.out).toContain('the credential');
     const bad = await run('webhook', 'create', e.slug, '--source', 'github', '--queue', 'nope');
-    expect(bad.code).not.toBe(0);
-    expect(bad.err).toMatch(/target_queue.*invalid_argument/);
+    // The server's invalid_argument, named by the flag the user typed: a usage error, exit 2.
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/--queue: "nope" is not one of endpoint/);
+    expect(bad.err).not.toContain('target_queue');
   });
 });

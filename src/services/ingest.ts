@@ -8,7 +8,7 @@ import type { Metrics } from '../lib/metrics.ts';
 import { isEndpointRevoked } from '../store/endpoints.ts';
 import type { EventInput } from '../store/todos/index.ts';
 import { recordEventWithoutTodo } from '../store/webhook-events.ts';
-import { findIngestTargetUnscoped, type IngestTarget } from '../store/webhooks.ts';
+import type { IngestTarget } from '../store/webhooks.ts';
 import type { ServiceBase } from './base.ts';
 import type { TodoService } from './todos.ts';
 import type { Webhooks } from './webhooks.ts';
@@ -82,7 +82,7 @@ export class IngestService {
 
   /** The webhook an ingest token names, or null: looked up before the body is read. */
   findTarget(token: string): Promise<IngestTarget | null> {
-    return findIngestTargetUnscoped(this.base.sql, token);
+    return this.deps.webhooks.findIngestTarget(token);
   }
 
   /** A delivery to a webhook already looked up (null: the token named none). */

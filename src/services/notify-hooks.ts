@@ -3,6 +3,9 @@ import type { ServiceBase } from './base.ts';
 import { ulid } from 'ulidx';
 import type { Clock } from '../lib/clock.ts';
 import { RateLimiter } from '../lib/rate-limit.ts';
+import { TtlCache } from '../lib/ttl-cache.ts';
+import { notify } from '../store/channels.ts';
+import type { WakeupHandlers } from './wakeups.ts';
 import { randomUUID } from 'node:crypto';
 import { sealedFor, type SecretBox } from '../lib/crypto-box.ts';
 import type { Sql } from '../db/connect.ts';
@@ -42,6 +45,9 @@ export interface NotifyHookOptions extends OutboundPolicy {
 
 export type HookReason = 'created' | 'requeued';
 
+/** How long "this endpoint has no enabled hook" is believed with no invalidation heard. */
+export const NO_HOOKS_CACHE_MS = 30_000;
+
 /**
  * Notify hooks (SPEC-0024): outbound calls telling a consumer with no live session that work is
  * waiting. Fired after commit by the instance that made the transition; delivered by a bounded
@@ -52,6 +58,14 @@ export class NotifyHooks {
   readonly #deliveries: DeliveryScheduler;
   /** Notifications per hook: `perMinute` (default 120) a minute, refilled on the injected clock. */
   readonly #perHook: RateLimiter;
+  /**
+   * Endpoints known to have no enabled hook, so a ready todo costs no lookup. Only a hook becoming
+   * enabled (created, or re-enabled by a rotation) can make that wrong: it forgets the endpoint
+   * here at once and elsewhere by `notify_hooks_changed`.
+   */
+  readonly #withoutHooks: TtlCache<string, true>;
+  /** Bumped by every invalidation: a lookup that raced one is not cached. */
+  #generation = 0;
 
   private readonly sql: Sql;
   private readonly clock: Clock;
@@ -66,6 +80,7 @@ export class NotifyHooks {
     ({ sql: this.sql, clock: this.clock, log: this.log } = base);
     const perMinute = opts.perMinute ?? 120;
     this.#perHook = new RateLimiter({ rate: perMinute / 60, burst: perMinute }, this.clock);
+    this.#withoutHooks = new TtlCache(this.clock, NO_HOOKS_CACHE_MS);
     this.#deliveries = new DeliveryScheduler(
       {
         workers: opts.workers ?? 8,
@@ -146,8 +161,33 @@ export class NotifyHooks {
       },
       this.clock.now(),
     );
+    await this.#hooksEnabled(owner.id);
     audit(this.log, 'notify_hook.create', by, { endpoint_id: owner.id, hook_id: row.id, url: row.url });
     return { ...this.view(row), signing_secret: secret };
+  }
+
+  /** An endpoint may have gained an enabled hook: no instance may go on believing it has none. */
+  async #hooksEnabled(endpointId: string): Promise<void> {
+    this.#forget(endpointId);
+    await notify(this.sql, 'notify_hooks_changed', { endpointId });
+  }
+
+  #forget(endpointId: string): void {
+    this.#generation++;
+    this.#withoutHooks.delete(endpointId);
+  }
+
+  /** What this service does on `notify_hooks_changed`; after a reconnect it believes nothing cached. */
+  wakeups(): WakeupHandlers {
+    return {
+      notify_hooks_changed: {
+        onNotify: ({ endpointId }) => this.#forget(endpointId),
+        onListen: () => {
+          this.#generation++;
+          this.#withoutHooks.clear();
+        },
+      },
+    };
   }
 
   async list(endpointId: string) {
@@ -159,6 +199,7 @@ export class NotifyHooks {
     const secret = mintHookSecret();
     const now = this.clock.now();
     const rotated = await rotateHook(this.sql, row.id, this.box.for(sealedFor('notify_hooks', row.id)).seal(secret), new Date(now.getTime() + ROTATION_GRACE_MS), now);
+    await this.#hooksEnabled(row.endpoint_id);
     audit(this.log, 'notify_hook.rotate', by, { endpoint_id: row.endpoint_id, hook_id: row.id });
     return { ...this.view(rotated), signing_secret: secret };
   }
@@ -198,9 +239,13 @@ export class NotifyHooks {
   }
 
   async todoReady(todo: TodoRow, reason: HookReason): Promise<void> {
-    if (todo.synthetic) return;
+    if (todo.synthetic || this.#withoutHooks.get(todo.endpoint_id)) return;
+    const generation = this.#generation;
     const targets = await hookTargets(this.sql, todo.endpoint_id);
-    if (!targets || targets.hooks.length === 0) return;
+    if (!targets || targets.hooks.length === 0) {
+      if (generation === this.#generation) this.#withoutHooks.set(todo.endpoint_id, true);
+      return;
+    }
     const out = effective(inputsOf(targets.endpoint), this.clock.now()).presence === 'out';
     const body = {
       type: 'todo.ready',

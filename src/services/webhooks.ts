@@ -4,6 +4,10 @@ import { audit } from '../lib/audit.ts';
 import type { Logger } from '../lib/log.ts';
 import { sealedFor, type SecretBox } from '../lib/crypto-box.ts';
 import type { Sql } from '../db/connect.ts';
+import { hashSecret } from '../lib/secrets.ts';
+import { TtlCache } from '../lib/ttl-cache.ts';
+import { notify } from '../store/channels.ts';
+import type { WakeupHandlers } from './wakeups.ts';
 import { SwitchboardError, forbidden, invalidArgument } from '../domain/errors.ts';
 import { rfc3339 } from '../domain/time.ts';
 import { countHooksUnscoped, legacyHookSecretsUnscoped, resealHookSecretsUnscoped } from '../store/hooks.ts';
@@ -15,18 +19,23 @@ import {
   WEBHOOKS_PER_ENDPOINT_MAX,
   createWebhook,
   deleteWebhook,
+  findIngestTargetUnscoped,
   getEndpointWebhook,
   getOwnWebhook,
   listEndpointEvents,
   listWebhooks,
   rotateWebhook,
   type EventSummary,
+  type IngestTarget,
   type MintedWebhook,
   type SourceType,
   type WebhookRow,
 } from '../store/webhooks.ts';
 
-export { WEBHOOKS_PER_ENDPOINT_MAX, type EventSummary };
+export { WEBHOOKS_PER_ENDPOINT_MAX, type EventSummary, type IngestTarget };
+
+/** How long an ingest target stays cached with no invalidation heard (rotate and delete invalidate at once). */
+export const INGEST_TARGET_CACHE_MS = 30_000;
 
 export interface WebhookOwner {
   id: string;
@@ -42,6 +51,10 @@ export class Webhooks {
   private readonly sql: Sql;
   private readonly clock: Clock;
   private readonly log: Logger;
+  /** Ingest targets by the hash of their token: a delivery costs no lookup while its webhook is unchanged. */
+  readonly #targets: TtlCache<string, IngestTarget>;
+  /** Bumped by every invalidation: a lookup that raced one is not cached. */
+  #generation = 0;
 
   constructor(
     base: ServiceBase,
@@ -49,6 +62,45 @@ export class Webhooks {
     private readonly baseUrl: () => string,
   ) {
     ({ sql: this.sql, clock: this.clock, log: this.log } = base);
+    this.#targets = new TtlCache(this.clock, INGEST_TARGET_CACHE_MS);
+  }
+
+  /**
+   * The webhook an ingest token names (null: none), from the cache while its webhook is unchanged.
+   * Rotation and deletion forget it here at once and on every other instance by `webhook_changed`;
+   * a revoked endpoint needs no invalidation, since the delivery's statement checks the endpoint.
+   */
+  async findIngestTarget(token: string): Promise<IngestTarget | null> {
+    const key = hashSecret(token);
+    const cached = this.#targets.get(key);
+    if (cached) return cached;
+    const generation = this.#generation;
+    const target = await findIngestTargetUnscoped(this.sql, token);
+    if (target && generation === this.#generation) this.#targets.set(key, target);
+    return target;
+  }
+
+  /** What this service does on `webhook_changed`: forget that webhook's target; after a reconnect, all. */
+  wakeups(): WakeupHandlers {
+    return {
+      webhook_changed: { onNotify: ({ webhookId }) => this.#forget(webhookId), onListen: () => this.#forgetAll() },
+    };
+  }
+
+  #forget(webhookId: string): void {
+    this.#generation++;
+    this.#targets.deleteWhere((t) => t.id === webhookId);
+  }
+
+  #forgetAll(): void {
+    this.#generation++;
+    this.#targets.clear();
+  }
+
+  /** After a rotation or deletion committed: here at once, elsewhere when the NOTIFY arrives. */
+  async #changed(webhookId: string): Promise<void> {
+    this.#forget(webhookId);
+    await notify(this.sql, 'webhook_changed', { webhookId });
   }
 
   ingestUrl(token: string): string {
@@ -66,7 +118,11 @@ export class Webhooks {
     if (this.box.encrypts) {
       for (const w of await legacyWebhookSecretsUnscoped(this.sql)) {
         const box = this.box.for(sealedFor('webhooks', w.id));
-        if (await resealWebhookSecretUnscoped(this.sql, w.id, w.signing_secret, box.seal(box.openLegacy(w.signing_secret)!))) resealed++;
+        if (await resealWebhookSecretUnscoped(this.sql, w.id, w.signing_secret, box.seal(box.openLegacy(w.signing_secret)!))) {
+          resealed++;
+          // Instances already serving hold the old form of the secret, which they now refuse.
+          await this.#changed(w.id);
+        }
       }
       for (const h of await legacyHookSecretsUnscoped(this.sql)) {
         const box = this.box.for(sealedFor('notify_hooks', h.id));
@@ -145,12 +201,14 @@ export class Webhooks {
 
   async rotate(row: WebhookRow, by: string) {
     const rotated = await rotateWebhook(this.sql, row, (s) => this.box.for(sealedFor('webhooks', row.id)).seal(s), this.clock.now());
+    await this.#changed(row.id);
     audit(this.log, 'webhook.rotate', by, { endpoint_id: row.endpoint_id, webhook_id: row.id });
     return this.#minted(rotated);
   }
 
   async delete(row: WebhookRow, by: string) {
     await deleteWebhook(this.sql, row.id);
+    await this.#changed(row.id);
     audit(this.log, 'webhook.delete', by, { endpoint_id: row.endpoint_id, webhook_id: row.id });
     return { webhook_id: row.id, deleted: true };
   }

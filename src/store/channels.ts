@@ -6,7 +6,7 @@ import type { Sql, TxSql } from '../db/connect.ts';
  * not change: `todo_ready` `<endpoint_id>:<queue>`, `endpoint_presence` `<endpoint_id>:<in|out|refresh>`,
  * `endpoint_revoked` `<endpoint_id>`, `doorbell_test` `<test id>`, `mcp_session` `<session id>:closed` or
  * `<session id>:stream:<instance id>`, `mcp_cancel` `<session id>:<JSON-RPC request id as JSON>`,
- * `listen_probe` `<nonce>`.
+ * `listen_probe` `<nonce>`, `webhook_changed` `<webhook id>`, `notify_hooks_changed` `<endpoint id>`.
  * Sent at commit, like any NOTIFY.
  */
 export interface ChannelPayloads {
@@ -21,6 +21,10 @@ export interface ChannelPayloads {
   mcp_cancel: { sessionId: string; requestId: string | number };
   /** /readyz proving this instance's LISTEN connection: a random nonce it expects back. */
   listen_probe: { nonce: string };
+  /** A webhook was rotated or deleted: forget its cached ingest target (its old token must stop). */
+  webhook_changed: { webhookId: string };
+  /** An endpoint gained an enabled notify hook (created, or re-enabled by a rotation). */
+  notify_hooks_changed: { endpointId: string };
 }
 export type Channel = keyof ChannelPayloads;
 
@@ -80,6 +84,14 @@ const codecs: { [C in Channel]: Codec<ChannelPayloads[C]> } = {
         return null;
       }
     },
+  },
+  webhook_changed: {
+    encode: (p) => p.webhookId,
+    decode: (raw) => (raw ? { webhookId: raw } : null),
+  },
+  notify_hooks_changed: {
+    encode: (p) => p.endpointId,
+    decode: (raw) => (raw ? { endpointId: raw } : null),
   },
   listen_probe: {
     encode: (p) => p.nonce,

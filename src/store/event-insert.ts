@@ -1,10 +1,30 @@
 import type { Sql } from '../db/connect.ts';
-import type { EventInput } from './todos/insert.ts';
 import { touchDelivery } from './webhooks.ts';
 
 // The first half of every delivery's one statement, shared by a delivery that makes a todo and one
 // that is only recorded (a ping): share-lock the endpoint (it must be active), claim the body's
 // replay key when the delivery is signed, insert the event, and touch the webhook's last delivery.
+
+export interface EventInput {
+  source: string;
+  family: 'webhook' | 'operator';
+  eventType?: string | null;
+  externalId?: string | null;
+  trustMode: 'signed' | 'token' | 'open' | 'operator';
+  verified: boolean;
+  verifyDetail?: string | null;
+  contentType?: string | null;
+  headers?: Record<string, string>;
+  payload?: Buffer | null;
+  /** The webhook that received it, and the endpoint that owns that webhook (or was pushed to). */
+  webhookId?: string | null;
+  endpointId?: string | null;
+  /**
+   * A signed delivery's body SHA-256 and the start of its dedup window: an event of the same
+   * webhook with the same body since then answers with the todo it made, whatever its state.
+   */
+  replay?: { bodySha256: Buffer; since: Date } | null;
+}
 
 /**
  * The CTEs `ep` (the endpoint, if active), `ids` (the new event's id), `claimed_key` (a row when

@@ -2,30 +2,11 @@ import type { Sql } from '../../db/connect.ts';
 import { conflict } from '../../domain/errors.ts';
 import { notifyExpression } from '../channels.ts';
 import { endpointRevoked } from '../endpoints.ts';
-import { dropEvent, eventCtes, replayKeyHolder } from '../event-insert.ts';
+import { dropEvent, eventCtes, replayKeyHolder, type EventInput } from '../event-insert.ts';
 import { liveKey, pushEligible } from './predicates.ts';
 import { newTodoId, type TodoRow } from './row.ts';
 
-export interface EventInput {
-  source: string;
-  family: 'webhook' | 'operator';
-  eventType?: string | null;
-  externalId?: string | null;
-  trustMode: 'signed' | 'token' | 'open' | 'operator';
-  verified: boolean;
-  verifyDetail?: string | null;
-  contentType?: string | null;
-  headers?: Record<string, string>;
-  payload?: Buffer | null;
-  /** The webhook that received it, and the endpoint that owns that webhook (or was pushed to). */
-  webhookId?: string | null;
-  endpointId?: string | null;
-  /**
-   * A signed delivery's body SHA-256 and the start of its dedup window: an event of the same
-   * webhook with the same body since then answers with the todo it made, whatever its state.
-   */
-  replay?: { bodySha256: Buffer; since: Date } | null;
-}
+export type { EventInput };
 
 export interface NewTodo {
   endpointId: string;
