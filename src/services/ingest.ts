@@ -212,7 +212,8 @@ export class IngestService {
     }
     const { todo, created, eventId } = stored;
     metrics.webhookDeliveries.inc({ provider, trust_mode: target.trust_mode, verdict: 'accepted' });
-    log.info({ slug: target.endpoint_slug, provider, event, todo_id: todo.id, created, event_id: eventId }, 'webhook delivery');
+    // The access line already says a delivery came and how it was answered; this one is for debugging.
+    log.debug({ slug: target.endpoint_slug, provider, event, todo_id: todo.id, created, event_id: eventId }, 'webhook delivery');
     return {
       ok: true,
       accepted: {
