@@ -43,7 +43,7 @@ describe('/api/v1 auth guard (GET /api/v1/me)', () => {
     expect(res.json.id).toBe(op.id);
   });
 
-  it('refuses every kind of bad credential with one 401 and realm; the reason says only what the caller sent', async () => {
+  it('refuses every kind of bad credential with one 401 and realm; the reason says only what the caller sent or holds', async () => {
     const op = await operator();
     const ep = await vend(op);
     const revoked = await operator();
@@ -60,7 +60,7 @@ describe('/api/v1 auth guard (GET /api/v1/me)', () => {
       ['a Bearer header with two tokens', { authorization: `Bearer ${op.token} ${op.token}` }, 'missing'],
       ['a bare token without a scheme', { authorization: op.token }, 'missing'],
       ['an unknown sbp_ token', { authorization: `Bearer sbp_${randomBytes(32).toString('base64url')}` }, 'unknown'],
-      ['a revoked sbp_ token', { authorization: `Bearer ${revoked.token}` }, 'unknown'],
+      ['a revoked sbp_ token', { authorization: `Bearer ${revoked.token}` }, 'revoked'],
       ['a made-up token', { authorization: 'Bearer hunter2' }, 'unknown'],
       ['an endpoint credential (sbk_)', { authorization: `Bearer ${ep.token}` }, 'endpoint_credential'],
       ['a revoked endpoint credential', { authorization: `Bearer ${revokedEndpoint.token}` }, 'endpoint_credential'],
@@ -74,9 +74,9 @@ describe('/api/v1 auth guard (GET /api/v1/me)', () => {
       expect(res.json, label).toEqual({ error: expect.any(String), code: 'unauthenticated', reason });
       bodies.set(reason, (bodies.get(reason) ?? new Set()).add(res.text));
     }
-    // Within a reason one answer: a live, a revoked and a made-up sbk_ credential look the same,
-    // and so do a revoked and an unknown sbp_ token.
-    expect([...bodies.values()].map((b) => b.size)).toEqual([1, 1, 1]);
+    // Within a reason one answer: a live, a revoked and a made-up sbk_ credential look the same;
+    // a revoked sbp_ token is told so (its holder knows it existed), an unknown one is not.
+    expect([...bodies.values()].map((b) => b.size)).toEqual([1, 1, 1, 1]);
   });
 
   it('refuses an endpoint credential on a write too, and writes nothing', async () => {

@@ -15,13 +15,13 @@ declare module 'fastify' {
 export const API_REALM = 'Bearer realm="switchboard-api"';
 
 /**
- * Why a 401 refused the caller, in the envelope's `reason`: `missing` (no Bearer token), or
- * `endpoint_credential` (an sbk_ credential, which opens only its MCP endpoint), or `unknown`
- * (any other token: mistyped, from another server, or revoked). Each is read off what the caller
- * itself sent, so it tells a caller nothing it did not know; above all it never says whether an
- * sbk_ credential is live. The CLI turns it into advice (`switchboard doctor`).
+ * Why a 401 refused the caller, in the envelope's `reason`: `missing` (no Bearer token),
+ * `endpoint_credential` (an sbk_ credential, which opens only its MCP endpoint), `revoked` (this
+ * very sbp_ token existed and was revoked: only its holder can learn that, by presenting it), or
+ * `unknown` (any other token: mistyped, or from another server). It never says whether an sbk_
+ * credential is live. The CLI turns it into advice (`switchboard doctor`).
  */
-export type RefusalReason = 'missing' | 'endpoint_credential' | 'unknown';
+export type RefusalReason = 'missing' | 'endpoint_credential' | 'revoked' | 'unknown';
 
 export function refusalReason(token: string | null): RefusalReason {
   if (!token) return 'missing';
@@ -31,6 +31,7 @@ export function refusalReason(token: string | null): RefusalReason {
 const REFUSALS: Record<RefusalReason, string> = {
   missing: 'a valid personal access token (sbp_...) is required',
   endpoint_credential: 'an endpoint credential (sbk_...) opens only its MCP endpoint; /api/v1 needs a personal access token (sbp_...)',
+  revoked: 'this personal access token was revoked; mint a new one (switchboard admin token create <handle>)',
   unknown: 'a valid personal access token (sbp_...) is required',
 };
 
@@ -50,7 +51,8 @@ export function humanGuard(humans: Humans, failures: AuthFailures) {
     const resolved = attempt.value;
     if (!resolved) {
       reply.header('WWW-Authenticate', API_REALM);
-      const reason = refusalReason(token);
+      // Only on a failed sbp_ token, which already spent from the address's failure budget.
+      const reason = token?.startsWith('sbp_') && (await humans.tokenWasRevoked(token)) ? 'revoked' : refusalReason(token);
       await sendError(reply, new SwitchboardError('unauthenticated', REFUSALS[reason], { reason }));
       return;
     }

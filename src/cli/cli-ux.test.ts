@@ -121,7 +121,7 @@ describe('switchboard login --with-token and auth status', () => {
     expect(none).toMatchObject({ code: 1, out: '' });
     expect(none.err).toMatch(/^switchboard: not logged in: set SWITCHBOARD_URL and SWITCHBOARD_TOKEN, or run `switchboard login --url URL --with-token`/);
     expect(refused).toMatchObject({ code: 1, out: '' });
-    expect(refused.err).toBe(`switchboard: ${app.url} does not accept the token from SWITCHBOARD_TOKEN: it is mistyped, from another server, or revoked (unauthenticated)\n`);
+    expect(refused.err).toBe(`switchboard: ${app.url} does not accept the token from SWITCHBOARD_TOKEN: it is mistyped or from another server (unauthenticated)\n`);
   });
 });
 
@@ -182,11 +182,11 @@ describe('doctor and every command tell an unreachable server from a refused tok
       cli(['todo', 'push', bot.slug, 'self-assigned'], as(bot.token)),
       cli(['doctor', '--json'], as(bot.token)),
     ]);
-    const notAccepted = `${app.url} does not accept the token from SWITCHBOARD_TOKEN: it is mistyped, from another server, or revoked (unauthenticated)`;
+    const notAccepted = `${app.url} does not accept the token from SWITCHBOARD_TOKEN: it is mistyped or from another server (unauthenticated)`;
     expect(unknown).toMatchObject({ code: 1, err: `switchboard: ${notAccepted}\n` });
     expect(unknown.out).toContain(`✗ credentials: ${notAccepted}\n`);
-    // The server answers a revoked token as it answers an unknown one (src/api/auth.ts).
-    expect(wasRevoked).toMatchObject({ code: 1, err: `switchboard: ${notAccepted}\n` });
+    // The server tells the holder of a revoked token that it was revoked (src/api/auth.ts).
+    expect(wasRevoked).toMatchObject({ code: 1, err: 'switchboard: the token from SWITCHBOARD_TOKEN was revoked; mint a new one with `switchboard admin token create HANDLE` (unauthenticated)\n' });
     const sbk =
       'switchboard: the token from SWITCHBOARD_TOKEN is an endpoint credential (sbk_...), which only an agent\'s MCP connection takes; ' +
       'the CLI needs a personal access token (sbp_...) from `switchboard admin token create HANDLE` (unauthenticated)\n';

@@ -60,7 +60,7 @@ function refusedToken(creds: Partial<LoadedCredentials> & Credentials, reason: u
   }
   return {
     problem: 'unknown_token',
-    message: `${creds.url} does not accept ${token}: it is mistyped, from another server, or revoked`,
+    message: `${creds.url} does not accept ${token}: it is mistyped or from another server`,
   };
 }
 

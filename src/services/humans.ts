@@ -9,6 +9,7 @@ import {
   humanForOidcIdentity,
   listHumans,
   listTokens,
+  personalTokenRevoked,
   revokeToken,
   type Human,
   type HumanToken,
@@ -46,6 +47,11 @@ export class Humans {
   /** The human behind a personal access token (sbp_...), or null for anything else. */
   authenticateToken(presented: string): Promise<{ human: Human; tokenId: string } | null> {
     return authenticatePersonalToken(this.base.sql, presented, this.base.clock.now());
+  }
+
+  /** Whether a token that did not authenticate is one that was revoked (the 401 says so to its holder). */
+  tokenWasRevoked(presented: string): Promise<boolean> {
+    return personalTokenRevoked(this.base.sql, presented);
   }
 
   add(input: { handle: string; displayName?: string; email?: string }): Promise<Human> {

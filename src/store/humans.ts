@@ -124,6 +124,14 @@ export async function authenticatePersonalToken(
   return { human, tokenId: token_id };
 }
 
+/** Whether this exact personal token exists and was revoked: only its holder can ask, by presenting it. */
+export async function personalTokenRevoked(sql: Sql, presented: string): Promise<boolean> {
+  if (!presented.startsWith(PERSONAL_TOKEN_PREFIX)) return false;
+  const [row] = await sql<{ revoked: boolean }[]>`
+    select exists (select 1 from human_tokens where token_hash = ${hashSecret(presented)} and revoked_at is not null) as revoked`;
+  return row?.revoked ?? false;
+}
+
 /** What a sign-in at an OpenID Connect provider proved about a person. */
 export interface OidcIdentityInput {
   issuer: string;
