@@ -1,6 +1,7 @@
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { z } from 'zod';
 import { HTTP_STATUS } from '../web/errors.ts';
+import type { RefusalReason } from './auth.ts';
 
 // GET /api/v1/openapi.json: an OpenAPI 3.1 document built from the routes as registered. Each
 // /api/v1 route carries its RouteDoc in its options (`doc({...})`), with the very zod schemas its
@@ -48,6 +49,10 @@ const ERROR_ENVELOPE = z
     code: z.enum(Object.keys(HTTP_STATUS) as [string, ...string[]]).describe('The error family, stable for programs'),
     field: z.string().optional().describe('The request field at fault (invalid_argument)'),
     retry_after: z.number().optional().describe('Seconds to wait (rate_limited, unavailable); also the Retry-After header'),
+    reason: z
+      .enum(['missing', 'endpoint_credential', 'revoked', 'unknown'] satisfies RefusalReason[])
+      .optional()
+      .describe('401 only: no token, an endpoint credential (sbk_), a revoked personal token, or a token this server does not know'),
   })
   .catchall(z.unknown())
   .describe('Every error answer: the same envelope on every route');
