@@ -4,14 +4,15 @@ import { SwitchboardError } from '../domain/errors.ts';
 import { unknownWebhook, type IngestService, type IngestTarget } from '../services/ingest.ts';
 import { sendError } from '../web/errors.ts';
 import { RateLimiter, type BucketPolicy } from '../lib/rate-limit.ts';
-import { addressKey } from '../web/auth-failures.ts';
+import { AuthFailures } from '../web/auth-failures.ts';
 import type { ErrorCode } from '../domain/errors.ts';
 
 export const INGEST_BODY_LIMIT = 5 * 1024 * 1024;
 /**
  * Refused deliveries per client address (an unknown token, a bad signature, a malformed body): a
- * burst of 20, then 10 a second. Only refusals spend from it, so a sender whose deliveries are
- * valid is never held back by it (GitHub does not retry a refused delivery by itself).
+ * burst of 20, then 10 a second, kept as the API's failed authentications are (AuthFailures). Only
+ * refusals spend from it, so a sender whose deliveries are valid is never held back by it (GitHub
+ * does not retry a refused delivery by itself).
  */
 export const INGEST_FAILURE_LIMIT: BucketPolicy = { rate: 10, burst: 20 };
 /** SWITCHBOARD_INGEST_RATE's default: valid deliveries per second to one webhook (burst: twice that). */
@@ -44,10 +45,9 @@ export interface IngestDeps {
  * when it is the sender's fault.
  */
 export function registerIngest(app: FastifyInstance, deps: IngestDeps): void {
-  const failures = new RateLimiter(deps.failureLimit ?? INGEST_FAILURE_LIMIT, deps.clock);
+  const refusals = new AuthFailures(deps.clock, deps.failureLimit ?? INGEST_FAILURE_LIMIT);
   const rate = deps.ratePerWebhook ?? INGEST_RATE_DEFAULT;
   const perWebhook = new RateLimiter({ rate, burst: Math.max(1, 2 * rate) }, deps.clock);
-  const refusedFrom = (ip: string) => void failures.take(addressKey(ip));
   const targets = new WeakMap<FastifyRequest, IngestTarget>();
   let bodiesInFlight = 0;
   app.register(async (ingest) => {
@@ -55,16 +55,13 @@ export function registerIngest(app: FastifyInstance, deps: IngestDeps): void {
     ingest.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: INGEST_BODY_LIMIT }, (_req, body, done) => done(null, body));
 
     const beforeTheBody = async (req: FastifyRequest, reply: FastifyReply) => {
-      const spent = failures.available(addressKey(req.ip));
-      if (spent < 1) {
-        const wait = Math.max(1, Math.ceil((1 - spent) / (deps.failureLimit ?? INGEST_FAILURE_LIMIT).rate));
-        throw new SwitchboardError('rate_limited', 'too many refused deliveries from this address', { retry_after: wait });
+      // An unknown token counts as a refusal; an address out of refusals gets no lookup at all.
+      const attempt = await refusals.attempt(req.ip, () => deps.ingest.findTarget((req.params as { token: string }).token));
+      if ('retryAfter' in attempt) {
+        throw new SwitchboardError('rate_limited', 'too many refused deliveries from this address', { retry_after: attempt.retryAfter });
       }
-      const target = await deps.ingest.findTarget((req.params as { token: string }).token);
-      if (!target) {
-        refusedFrom(req.ip);
-        return sendError(reply.header('connection', 'close'), unknownWebhook());
-      }
+      const target = attempt.value;
+      if (!target) return sendError(reply.header('connection', 'close'), unknownWebhook());
       const wait = perWebhook.take(target.id);
       if (wait > 0) {
         const over = new SwitchboardError('rate_limited', `this webhook is receiving more than ${rate} deliveries a second (SWITCHBOARD_INGEST_RATE)`, { retry_after: wait });
@@ -87,7 +84,7 @@ export function registerIngest(app: FastifyInstance, deps: IngestDeps): void {
         ip: req.ip,
       });
       if (!verdict.ok) {
-        if (SENDER_FAULTS.has(verdict.error.code)) refusedFrom(req.ip);
+        if (SENDER_FAULTS.has(verdict.error.code)) refusals.fail(req.ip);
         return sendError(reply, verdict.error);
       }
       // A ping or a test delivery was recorded and asks for nothing: 200, not "accepted for work".

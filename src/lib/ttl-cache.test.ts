@@ -23,6 +23,16 @@ describe('TtlCache', () => {
     expect([cache.get('a'), cache.get('b'), cache.get('c')]).toEqual([3, undefined, 4]);
   });
 
+  it('does not keep a value loaded while an invalidation ran', () => {
+    const cache = new TtlCache<string, number>(new ManualClock(), 60_000);
+    const before = cache.mark();
+    cache.delete('elsewhere');
+    cache.setUnlessDropped(before, 'a', 1);
+    expect(cache.get('a')).toBeUndefined();
+    cache.setUnlessDropped(cache.mark(), 'a', 2);
+    expect(cache.get('a')).toBe(2);
+  });
+
   it('deletes one key, every entry whose value matches, or all', () => {
     const cache = new TtlCache<string, { webhook: string }>(new ManualClock(), 60_000);
     cache.set('t1', { webhook: 'w1' });

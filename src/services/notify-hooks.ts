@@ -64,8 +64,6 @@ export class NotifyHooks {
    * here at once and elsewhere by `notify_hooks_changed`.
    */
   readonly #withoutHooks: TtlCache<string, true>;
-  /** Bumped by every invalidation: a lookup that raced one is not cached. */
-  #generation = 0;
 
   private readonly sql: Sql;
   private readonly clock: Clock;
@@ -168,24 +166,16 @@ export class NotifyHooks {
 
   /** An endpoint may have gained an enabled hook: no instance may go on believing it has none. */
   async #hooksEnabled(endpointId: string): Promise<void> {
-    this.#forget(endpointId);
-    await notify(this.sql, 'notify_hooks_changed', { endpointId });
-  }
-
-  #forget(endpointId: string): void {
-    this.#generation++;
     this.#withoutHooks.delete(endpointId);
+    await notify(this.sql, 'notify_hooks_changed', { endpointId });
   }
 
   /** What this service does on `notify_hooks_changed`; after a reconnect it believes nothing cached. */
   wakeups(): WakeupHandlers {
     return {
       notify_hooks_changed: {
-        onNotify: ({ endpointId }) => this.#forget(endpointId),
-        onListen: () => {
-          this.#generation++;
-          this.#withoutHooks.clear();
-        },
+        onNotify: ({ endpointId }) => this.#withoutHooks.delete(endpointId),
+        onListen: () => this.#withoutHooks.clear(),
       },
     };
   }
@@ -240,10 +230,10 @@ export class NotifyHooks {
 
   async todoReady(todo: TodoRow, reason: HookReason): Promise<void> {
     if (todo.synthetic || this.#withoutHooks.get(todo.endpoint_id)) return;
-    const generation = this.#generation;
+    const mark = this.#withoutHooks.mark();
     const targets = await hookTargets(this.sql, todo.endpoint_id);
     if (!targets || targets.hooks.length === 0) {
-      if (generation === this.#generation) this.#withoutHooks.set(todo.endpoint_id, true);
+      this.#withoutHooks.setUnlessDropped(mark, todo.endpoint_id, true);
       return;
     }
     const out = effective(inputsOf(targets.endpoint), this.clock.now()).presence === 'out';

@@ -53,8 +53,6 @@ export class Webhooks {
   private readonly log: Logger;
   /** Ingest targets by the hash of their token: a delivery costs no lookup while its webhook is unchanged. */
   readonly #targets: TtlCache<string, IngestTarget>;
-  /** Bumped by every invalidation: a lookup that raced one is not cached. */
-  #generation = 0;
 
   constructor(
     base: ServiceBase,
@@ -74,27 +72,21 @@ export class Webhooks {
     const key = hashSecret(token);
     const cached = this.#targets.get(key);
     if (cached) return cached;
-    const generation = this.#generation;
+    const mark = this.#targets.mark();
     const target = await findIngestTargetUnscoped(this.sql, token);
-    if (target && generation === this.#generation) this.#targets.set(key, target);
+    if (target) this.#targets.setUnlessDropped(mark, key, target);
     return target;
   }
 
   /** What this service does on `webhook_changed`: forget that webhook's target; after a reconnect, all. */
   wakeups(): WakeupHandlers {
     return {
-      webhook_changed: { onNotify: ({ webhookId }) => this.#forget(webhookId), onListen: () => this.#forgetAll() },
+      webhook_changed: { onNotify: ({ webhookId }) => this.#forget(webhookId), onListen: () => this.#targets.clear() },
     };
   }
 
   #forget(webhookId: string): void {
-    this.#generation++;
     this.#targets.deleteWhere((t) => t.id === webhookId);
-  }
-
-  #forgetAll(): void {
-    this.#generation++;
-    this.#targets.clear();
   }
 
   /** After a rotation or deletion committed: here at once, elsewhere when the NOTIFY arrives. */

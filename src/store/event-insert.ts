@@ -1,4 +1,6 @@
 import type { Sql } from '../db/connect.ts';
+import { endpointRevoked } from './endpoints.ts';
+import type { TodoRow } from './todos/row.ts';
 import { touchDelivery } from './webhooks.ts';
 
 // The first half of every delivery's one statement, shared by a delivery that makes a todo and one
@@ -72,12 +74,20 @@ export async function replayKeyHolder(
   webhookId: string,
   bodySha256: Buffer,
   endpointId: string,
-): Promise<{ eventId: string; todoId: string | null } | null> {
-  const [row] = await sql<{ event_id: string; todo_id: string | null }[]>`
-    select k.event_id::text as event_id, t.id as todo_id
+): Promise<{ eventId: string; todo: TodoRow | null } | null> {
+  const [row] = await sql<(TodoRow & { key_event_id: string })[]>`
+    select k.event_id::text as key_event_id, t.*, t.event_id::text as event_id
     from replay_keys k left join todos t on t.event_id = k.event_id and t.endpoint_id = ${endpointId}
     where k.webhook_id = ${webhookId} and k.body_sha256 = ${bodySha256}`;
-  return row ? { eventId: row.event_id, todoId: row.todo_id } : null;
+  if (!row) return null;
+  const { key_event_id: eventId, ...todo } = row;
+  return { eventId, todo: todo.id ? (todo as TodoRow) : null };
+}
+
+/** A delivery's statement found its endpoint no longer active: the refusal revocation gives everywhere (the slug read only on this rare path). */
+export async function endpointGone(sql: Sql, endpointId: string): Promise<never> {
+  const [gone] = await sql<{ slug: string }[]>`select slug from endpoints where id = ${endpointId}`;
+  throw endpointRevoked({ slug: gone?.slug ?? endpointId, state: 'revoked' });
 }
 
 /** After a delivery's event was written but its todo collapsed onto a live one: the event and its replay key go. */

@@ -1,6 +1,5 @@
 import type { Sql } from '../db/connect.ts';
-import { endpointRevoked } from './endpoints.ts';
-import { eventCtes, replayKeyHolder } from './event-insert.ts';
+import { endpointGone, eventCtes, replayKeyHolder } from './event-insert.ts';
 import type { EventInput } from './todos/index.ts';
 
 /**
@@ -18,10 +17,7 @@ export async function recordEventWithoutTodo(
   const [row] = await sql<{ active: boolean; new_event_id: string | null }[]>`
     with ${eventCtes(sql, event, event.endpointId, now)}
     select exists (select 1 from ep) as active, (select id::text from new_event) as new_event_id`;
-  if (!row!.active) {
-    const [gone] = await sql<{ slug: string }[]>`select slug from endpoints where id = ${event.endpointId}`;
-    throw endpointRevoked({ slug: gone?.slug ?? event.endpointId, state: 'revoked' });
-  }
+  if (!row!.active) return endpointGone(sql, event.endpointId);
   if (row!.new_event_id !== null) return { eventId: row!.new_event_id, created: true };
   const holder = await replayKeyHolder(sql, event.webhookId!, event.replay!.bodySha256, event.endpointId);
   return { eventId: holder?.eventId ?? '', created: false };

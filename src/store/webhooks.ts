@@ -117,8 +117,10 @@ export async function findIngestTargetUnscoped(sql: Sql, ingestToken: string): P
   return row ?? null;
 }
 
-/** Stamps last_delivery_at at most once a minute: every delivery writing one hot row would serialize them. */
-/** Stamps a webhook's last delivery, at most once a minute: a CTE of every delivery's one statement. */
+/**
+ * Stamps a webhook's last delivery, at most once a minute (every delivery writing one hot row would
+ * serialize them): a CTE of every delivery's one statement.
+ */
 export const touchDelivery = (sql: Sql, webhookId: string, now: Date) => sql`
   update webhooks set last_delivery_at = ${now}
   where id = ${webhookId} and (last_delivery_at is null or last_delivery_at < ${now}::timestamptz - interval '60 seconds')`;

@@ -52,6 +52,11 @@ export class AuthFailures {
     return short <= 0 ? 0 : Math.max(1, Math.ceil(short / this.#policy.rate));
   }
 
+  /** Counts a failure found after the lookup succeeded (a webhook delivery whose signature is bad). */
+  fail(ip: string): void {
+    this.#buckets.take(addressKey(ip));
+  }
+
   /**
    * Runs `lookup` for a credential `ip` presented, unless the address must wait; a null answer
    * (the credential did not authenticate) is counted against the address.

@@ -1,8 +1,7 @@
 import type { Sql } from '../../db/connect.ts';
 import { conflict } from '../../domain/errors.ts';
 import { notifyExpression } from '../channels.ts';
-import { endpointRevoked } from '../endpoints.ts';
-import { dropEvent, eventCtes, replayKeyHolder, type EventInput } from '../event-insert.ts';
+import { dropEvent, endpointGone, eventCtes, replayKeyHolder, type EventInput } from '../event-insert.ts';
 import { liveKey, pushEligible } from './predicates.ts';
 import { newTodoId, type TodoRow } from './row.ts';
 
@@ -58,15 +57,10 @@ export async function insertEventAndTodo(
            (select count(*) from ready)::int as push_eligible, t.*, t.event_id::text as event_id
     from (select 1) one left join t on true`;
   const { active, new_event_id: newEventId, push_eligible: eligible, ...fields } = row!;
-  if (!active) {
-    // Only on this rare path: the slug, for the same refusal revocation gives everywhere else.
-    const [gone] = await sql<{ slug: string }[]>`select slug from endpoints where id = ${todo.endpointId}`;
-    throw endpointRevoked({ slug: gone?.slug ?? todo.endpointId, state: 'revoked' });
-  }
+  if (!active) return endpointGone(sql, todo.endpointId);
   if (newEventId === null) {
     // A replay: this body already came to this webhook within the window.
-    const holder = await replayKeyHolder(sql, event.webhookId!, event.replay!.bodySha256, todo.endpointId);
-    const prior = holder?.todoId ? await getTodoRow(sql, todo.endpointId, holder.todoId) : null;
+    const prior = (await replayKeyHolder(sql, event.webhookId!, event.replay!.bodySha256, todo.endpointId))?.todo;
     if (!prior) throw conflict('this body was already delivered to this webhook; the todo it made is gone');
     return { todo: prior, created: false, eventId: prior.event_id, pushEligible: false };
   }
@@ -78,9 +72,4 @@ export async function insertEventAndTodo(
     where endpoint_id = ${todo.endpointId} and idempotency_key = ${key} and ${liveKey(sql)}`;
   if (!existing) throw conflict('a concurrent delivery with the same key is still being written; retry');
   return { todo: existing, created: false, eventId: existing.event_id, pushEligible: false };
-}
-
-async function getTodoRow(sql: Sql, endpointId: string, id: string): Promise<TodoRow | null> {
-  const [row] = await sql<TodoRow[]>`select *, event_id::text as event_id from todos where id = ${id} and endpoint_id = ${endpointId}`;
-  return row ?? null;
 }
