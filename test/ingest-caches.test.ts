@@ -89,4 +89,21 @@ describe('the no-hooks cache', () => {
       return heard.some((h) => h.path === `/hook/${e.slug}` && h.body.type === 'todo.ready');
     }, 'a todo.ready from B');
   });
+
+  it('an endpoint whose only hook was disabled hears again on B once the hook is rotated (re-enabled) through A', async () => {
+    const e = await vend(viaA, { name: 'disabled-hook', queues: ['reviews'] });
+    const hook = await viaA('POST', `/api/v1/endpoints/${e.slug}/hooks`, { url: `${receiverUrl}/${e.slug}` });
+    expect(hook.status, hook.text).toBe(201);
+    await db.sql`update notify_hooks set enabled = false, disabled_reason = 'operator' where id = ${hook.json.hook_id}`;
+    const created = await viaA('POST', `/api/v1/endpoints/${e.slug}/webhooks`, { source_type: 'github', target_queue: 'reviews' });
+    const url = onB(created.json.ingest_url);
+    // B finds no enabled hook and now believes the endpoint has none.
+    expect(await deliver(url, created.json.signing_secret, 1)).toBe(202);
+    expect((await viaA('POST', `/api/v1/hooks/${hook.json.hook_id}/rotate`)).status).toBe(200);
+    let n = 2;
+    await until(async () => {
+      expect(await deliver(url, created.json.signing_secret, n++)).toBe(202);
+      return heard.some((h) => h.path === `/hook/${e.slug}` && h.body.type === 'todo.ready');
+    }, 'a todo.ready from B after the rotation');
+  });
 });
