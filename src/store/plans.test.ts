@@ -1,5 +1,8 @@
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../test/support/app.ts';
+import type { Sql } from '../db/connect.ts';
+import { claimNextTodo } from './todos/index.ts';
 
 /**
  * Query plans that must not depend on luck. Statistics taken while no todo was claimed make any
@@ -30,21 +33,49 @@ beforeAll(async () => {
 });
 afterAll(async () => db?.drop());
 
-async function indexesUsed(statement: string, params: unknown[], generic: boolean): Promise<string[]> {
+let probes = 0;
+/** The scans of a statement's plan: each index it uses, and `seq:<table>` for each sequential scan. */
+async function scansOf(statement: string, params: unknown[], generic: boolean): Promise<string[]> {
   return db.sql.begin(async (tx) => {
     await tx.unsafe(`set local plan_cache_mode = ${generic ? 'force_generic_plan' : 'force_custom_plan'}`);
-    await tx.unsafe(`prepare probe as ${statement}`);
-    const literal = params.map((p) => (Array.isArray(p) ? `array[${p.map((x) => `'${x}'`).join(',')}]` : `'${p}'`)).join(', ');
-    const [row] = await tx.unsafe(`explain (format json) execute probe(${literal})`);
-    await tx.unsafe('deallocate probe');
+    const name = `probe_${++probes}`;
+    await tx.unsafe(`prepare ${name} as ${statement}`);
+    const quote = (x: unknown) => `'${String(x).replace(/'/g, "''")}'`;
+    const literal = params
+      .map((p) =>
+        p === null ? 'null'
+        : Array.isArray(p) ? `array[${p.map(quote).join(',')}]`
+        : p instanceof Date ? quote(p.toISOString())
+        : typeof p === 'object' ? quote(JSON.stringify(p))
+        : quote(p),
+      )
+      .join(', ');
+    const [row] = await tx.unsafe(`explain (format json) execute ${name}(${literal})`);
+    await tx.unsafe(`deallocate ${name}`);
     const found: string[] = [];
     const walk = (node: Record<string, unknown>) => {
       if (typeof node['Index Name'] === 'string') found.push(node['Index Name'] as string);
+      if (node['Node Type'] === 'Seq Scan') found.push(`seq:${node['Relation Name'] as string}`);
       for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
     };
     walk((row!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
     return found;
   });
+}
+const indexesUsed = async (statement: string, params: unknown[], generic: boolean) =>
+  (await scansOf(statement, params, generic)).filter((s) => !s.startsWith('seq:'));
+
+/** The text and parameters of the statement `run` sends, as the product's own code builds it. */
+async function captured(run: (sql: Sql) => Promise<unknown>): Promise<{ text: string; params: unknown[] }> {
+  let last = { text: '', params: [] as unknown[] };
+  const spy = postgres(db.url, { max: 1, onnotice: () => {}, debug: (_c, text, params) => (last = { text, params: [...params] }) });
+  try {
+    await spy`select 1`; // array types are fetched on a pool's first query
+    await run(spy as unknown as Sql);
+    return last;
+  } finally {
+    await spy.end();
+  }
 }
 
 describe('todo plans', () => {
@@ -67,4 +98,30 @@ describe('todo plans', () => {
     const used = await indexesUsed(`select id from todos where state = 'claimed' and lease_expires_at < $1::timestamptz`, [new Date().toISOString()], false);
     expect(used).toEqual(['todos_expired_lease_idx']);
   });
+});
+
+describe('claim_next plans', () => {
+  let caller = { endpointId: '', owner: 'agent:x', queues: ['q'] };
+  beforeAll(async () => {
+    const [e] = await db.sql`
+      insert into endpoints (agent_id, slug, credential_hash, credential_prefix, scope_queues, scope_verbs)
+      select agent_id, 'deep', 'h2', 'p2', '{q}', '{claim}' from endpoints where id = ${endpointId} returning id`;
+    caller = { ...caller, endpointId: e!.id as string };
+    await db.sql`
+      insert into todos (id, endpoint_id, queue, title, payload, created_at, updated_at)
+      select 'td_' || gen_random_uuid(), ${caller.endpointId}, 'q', 'job ' || g, jsonb_build_object('n', g), now() + g * interval '1 microsecond', now()
+      from generate_series(1, 20000) g`;
+    // Statistics that know the queue is deep: the cheapest way to return all of it in order is not
+    // the claim index (a generic plan without a limit per branch took todos_endpoint_updated_idx and sorted).
+    await db.sql`analyze todos`;
+  });
+
+  for (const generic of [false, true]) {
+    it(`walks todos_claim_scan_idx in order on a deep pending queue, not a scan and sort of it (${generic ? 'generic' : 'custom'} plan)`, async () => {
+      const { text, params } = await captured((sql) => claimNextTodo(sql, caller, ['q'], 300, new Date()));
+      const scans = await scansOf(text, params, generic);
+      expect(scans).toContain('todos_claim_scan_idx');
+      expect(scans).not.toContain('seq:todos');
+    });
+  }
 });

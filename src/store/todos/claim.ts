@@ -110,11 +110,13 @@ export async function claimNextTodo(
   const states = claimableStates(sql, now);
   const cols = sql`id, priority, created_at, seq`;
   const inWanted = sql`queue = any(${sql.array(wanted)}::text[])`;
+  // A literal, not a parameter: a generic plan guesses a parameter limit at a tenth of the rows.
+  const first = sql`order by priority desc, created_at, seq limit ${sql.unsafe(String(CLAIM_CANDIDATES))}`;
   const branches = [
-    ...wanted.map((q) => sql`(select ${cols} from todos where ${eligible} and queue = ${q} and ${states.pending} order by priority desc, created_at, seq)`),
-    sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueDelay})`,
-    sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.expiredLease})`,
-    sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueRetry})`,
+    ...wanted.map((q) => sql`(select ${cols} from todos where ${eligible} and queue = ${q} and ${states.pending} ${first})`),
+    sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueDelay} ${first})`,
+    sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.expiredLease} ${first})`,
+    sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueRetry} ${first})`,
   ];
   const candidates = branches.reduce((all, b) => sql`${all} union all ${b}`);
   const [row] = await sql<ClaimedTodo[]>`
@@ -141,6 +143,15 @@ export async function claimNextTodo(
   }
   return null;
 }
+
+/**
+ * Candidates taken from each branch, in claim order. The limit is what lets the planner walk
+ * todos_claim_scan_idx in order and stop: a branch planned to return every row is cheaper, by
+ * total cost, as a sequential scan and a sort of the whole pending queue, which made each claim
+ * cost O(queue) once the statistics knew the queue was large. More claimers than this holding locks on
+ * one endpoint's candidates at once fall through to the retry below.
+ */
+const CLAIM_CANDIDATES = 32;
 
 /** How many times claim_next looks again (after 10, 20, 30 ms) when it skipped only rows locked by someone else. */
 const CLAIM_LOCK_RETRIES = 3;
