@@ -1,6 +1,7 @@
 /** Shared by the bench scripts: a concurrent drain loop, its summary, and PostgreSQL's own limit. */
 import { execFile } from 'node:child_process';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -39,7 +40,7 @@ export interface DrainResult {
   p99: number;
 }
 
-function percentile(sorted: number[], p: number): number {
+export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 }
 
@@ -193,3 +194,38 @@ export function printJsonLast(bench: string, pgVersion: string, figures: Record<
   const line = JSON.stringify({ bench, at: new Date().toISOString(), cores: os.availableParallelism(), postgres: pgVersion, ...figures });
   process.stdout.write(`${line}\n`);
 }
+
+/**
+ * CPU time (ms, user + system) used so far by every PostgreSQL process on this machine, from
+ * /proc (Linux only; 0 elsewhere). Backends that exited in between are not counted, so take the
+ * difference across a run whose connections stay open.
+ */
+export function postgresCpuMs(): number {
+  let ticks = 0;
+  let pids: string[] = [];
+  try {
+    pids = readdirSync('/proc').filter((p) => /^\d+$/.test(p));
+  } catch {
+    return 0;
+  }
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const close = stat.lastIndexOf(')');
+      if (!stat.slice(stat.indexOf('(') + 1, close).startsWith('postgres')) continue;
+      const fields = stat.slice(close + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return (ticks * 1000) / CLOCK_TICKS_PER_SECOND;
+}
+/** USER_HZ: 100 on every Linux this bench runs on (getconf CLK_TCK). */
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** This process's CPU time (ms, user + system) so far. */
+export const ownCpuMs = (): number => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};

@@ -20,18 +20,18 @@ import { execFile } from 'node:child_process';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
-import { Logger, makeWorkerUtils, run } from 'graphile-worker';
+import { makeWorkerUtils, run } from 'graphile-worker';
 import PgBoss from 'pg-boss';
 import { startApp } from '../src/app.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { loadConfig } from '../src/config.ts';
-import { connect } from '../src/db/connect.ts';
 import { createLogger } from '../src/lib/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { claimNextTodo, completeTodo, insertEventAndTodo, type Caller } from '../src/store/todos/index.ts';
 import { connectAgent } from '../test/support/agents.ts';
-import { drain, type DrainResult, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
+import { graphileDrain, quiet } from './graphile.ts';
+import { drain, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -49,14 +49,9 @@ const PINGS = Number(values.pings);
 const SDK_JOBS = Number(values['sdk-jobs']);
 const PGBENCH_SECONDS = Number(values['pgbench-seconds']);
 const UNLIMITED = { rate: 1e9, burst: 1e9 };
-/** graphile-worker logs every job at info; the bench prints its own table. */
-const quiet = new Logger(() => () => {});
 const DRIVER = fileURLToPath(new URL('./mcp-driver.ts', import.meta.url));
 const TSX = fileURLToPath(new URL('../node_modules/tsx/dist/cli.mjs', import.meta.url));
 
-function pct(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
-}
 
 
 async function mcpDrive(mode: 'sdk' | 'raw', url: string, credential: string): Promise<DrainResult> {
@@ -85,47 +80,6 @@ async function pgBossDrain(url: string, queue: string, jobs: number): Promise<Dr
   });
   await boss.stop({ graceful: false, wait: true });
   return result;
-}
-
-async function graphileDrain(url: string): Promise<DrainResult> {
-  const utils = await makeWorkerUtils({ connectionString: url, logger: quiet });
-  await utils.migrate();
-  const pg = connect(url, { max: 1 });
-  await pg.unsafe(`
-    select graphile_worker.add_jobs(array(
-      select row('bench', json_build_object('n', g), null, null, null, null, null, null)::graphile_worker.job_spec
-      from generate_series(1, ${JOBS}) g))`);
-  await pg.end();
-  // graphile-worker runs its own workers; time each job's task and the whole drain.
-  const latencies: number[] = [];
-  let done = 0;
-  const started = performance.now();
-  let finished!: () => void;
-  const all = new Promise<void>((r) => (finished = r));
-  let last = performance.now();
-  const runner = await run({
-    connectionString: url,
-    concurrency: WORKERS,
-    noHandleSignals: true,
-    pollInterval: 1000,
-    logger: quiet,
-    taskList: {
-      bench: async () => {
-        const now = performance.now();
-        latencies.push(now - last);
-        last = now;
-        if (++done === JOBS) finished();
-      },
-    },
-  });
-  await all;
-  const seconds = (performance.now() - started) / 1000;
-  await runner.stop();
-  await utils.release();
-  latencies.sort((a, b) => a - b);
-  // Per-job figure: the gap between completions times the concurrency approximates one job's turn.
-  const perJob = latencies.map((l) => l * WORKERS).sort((a, b) => a - b);
-  return { done, seconds, p50: pct(perJob, 50), p99: pct(perJob, 99) };
 }
 
 async function graphileAddToStart(url: string): Promise<number[]> {
@@ -206,7 +160,7 @@ async function main(): Promise<void> {
     };
     const raw = await mcp('raw', 'raw', JOBS);
     const boss = await pgBossDrain(cluster.url, 'bench', JOBS);
-    const graphile = await graphileDrain(cluster.url);
+    const graphile = await graphileDrain(cluster.url, JOBS, WORKERS);
     // The SDK client beside bare HTTP and pg-boss on a shallow queue: the SDK's own per-call cost
     // is the difference between the first two, and pg-boss's fetch is cheap on a short queue.
     const sdkSide = await mcp('sdk', 'sdk-side', SDK_JOBS);
@@ -246,15 +200,15 @@ async function main(): Promise<void> {
     console.table([
       {
         path: 'Switchboard: todo insert + commit -> doorbell at a connected SDK client',
-        'p50 ms': ms(pct(wake, 50)),
-        'p99 ms': ms(pct(wake, 99)),
-        'p50 vs one pgbench commit': timesOf(pct(wake, 50), pg1.latencyMs),
+        'p50 ms': ms(percentile(wake, 50)),
+        'p99 ms': ms(percentile(wake, 99)),
+        'p50 vs one pgbench commit': timesOf(percentile(wake, 50), pg1.latencyMs),
       },
       {
         path: 'graphile-worker: addJob -> task starts',
-        'p50 ms': ms(pct(graphileWake, 50)),
-        'p99 ms': ms(pct(graphileWake, 99)),
-        'p50 vs one pgbench commit': timesOf(pct(graphileWake, 50), pg1.latencyMs),
+        'p50 ms': ms(percentile(graphileWake, 50)),
+        'p99 ms': ms(percentile(graphileWake, 99)),
+        'p50 vs one pgbench commit': timesOf(percentile(graphileWake, 50), pg1.latencyMs),
       },
     ]);
     console.log(
@@ -306,10 +260,10 @@ async function main(): Promise<void> {
         ...drained('side_pgboss', bossSide),
         side_mcp_ratio_to_pgboss: ratio(rawSide, bossSide),
         side_sdk_ratio_to_pgboss: ratio(sdkSide, bossSide),
-        wake_p50_ms: figure(pct(wake, 50)),
-        wake_p99_ms: figure(pct(wake, 99)),
-        graphile_add_to_start_p50_ms: figure(pct(graphileWake, 50)),
-        graphile_add_to_start_p99_ms: figure(pct(graphileWake, 99)),
+        wake_p50_ms: figure(percentile(wake, 50)),
+        wake_p99_ms: figure(percentile(wake, 99)),
+        graphile_add_to_start_p50_ms: figure(percentile(graphileWake, 50)),
+        graphile_add_to_start_p99_ms: figure(percentile(graphileWake, 99)),
         pgbench_per_second: figure(pg.tps, 1),
         pgbench_clients: WORKERS,
         pgbench_commit_ms: figure(pg1.latencyMs, 3),
@@ -343,8 +297,8 @@ async function main(): Promise<void> {
         met: rate(sdkSide) >= rate(bossSide),
       },
       { figure: `claim, pg-boss 10 (side run, ${SDK_JOBS} jobs)`, value: jobsFigure(bossSide), vsPgbench: pctOf(rate(bossSide), pg.tps, 1) },
-      { figure: 'add-to-wake, Switchboard (insert -> doorbell)', value: `p50 ${pct(wake, 50).toFixed(1)} ms, p99 ${pct(wake, 99).toFixed(1)} ms`, vsPgbench: `p50 ${timesOf(pct(wake, 50), pg1.latencyMs)} one commit` },
-      { figure: 'add-to-start, graphile-worker', value: `p50 ${pct(graphileWake, 50).toFixed(1)} ms, p99 ${pct(graphileWake, 99).toFixed(1)} ms`, vsPgbench: `p50 ${timesOf(pct(graphileWake, 50), pg1.latencyMs)} one commit` },
+      { figure: 'add-to-wake, Switchboard (insert -> doorbell)', value: `p50 ${percentile(wake, 50).toFixed(1)} ms, p99 ${percentile(wake, 99).toFixed(1)} ms`, vsPgbench: `p50 ${timesOf(percentile(wake, 50), pg1.latencyMs)} one commit` },
+      { figure: 'add-to-start, graphile-worker', value: `p50 ${percentile(graphileWake, 50).toFixed(1)} ms, p99 ${percentile(graphileWake, 99).toFixed(1)} ms`, vsPgbench: `p50 ${timesOf(percentile(graphileWake, 50), pg1.latencyMs)} one commit` },
       { figure: 'pgbench single-row insert commits', value: `${Math.round(pg.tps)}/s at ${WORKERS} clients; ${pg1.latencyMs.toFixed(3)} ms each at 1` },
     ]);
   });

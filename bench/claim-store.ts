@@ -1,0 +1,87 @@
+/**
+ * The claim path alone, beside graphile-worker on the same throwaway PostgreSQL in one run: each
+ * round drains `--jobs` todos through the store (claim_next + complete, in process) and then the
+ * same number of graphile-worker jobs, `--workers` at a time; rounds alternate so that a noisy
+ * neighbour hits both. Prints each round, the medians and the ratio (issue 20's store target is
+ * at least 1.0x graphile-worker at 20,000 jobs and 8 workers; `npm run bench:peers` is the full run).
+ * Beside each store round: its CPU per job in this process and in PostgreSQL (from /proc).
+ *
+ *   npm run bench:claim-store -- [--jobs 5000] [--workers 8] [--rounds 3] [--json]
+ */
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import { connect } from '../src/db/connect.ts';
+import { systemClock } from '../src/lib/clock.ts';
+import { vendEndpoint } from '../src/store/endpoints.ts';
+import { addHuman } from '../src/store/humans.ts';
+import { claimNextTodo, completeTodo, type Caller } from '../src/store/todos/index.ts';
+import { graphileDrain } from './graphile.ts';
+import { drain, ownCpuMs, postgresCpuMs, type DrainResult, figure, printJsonLast, seedPendingTodos, withBenchDatabase } from './lib.ts';
+
+const { values } = parseArgs({
+  options: {
+    jobs: { type: 'string', default: '5000' },
+    workers: { type: 'string', default: '8' },
+    rounds: { type: 'string', default: '3' },
+    json: { type: 'boolean', default: false },
+  },
+});
+const JOBS = Number(values.jobs);
+const WORKERS = Number(values.workers);
+const ROUNDS = Number(values.rounds);
+
+const rate = (r: DrainResult) => r.done / r.seconds;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+await withBenchDatabase(WORKERS + 4, async ({ cluster, sql, pgVersion }) => {
+  const human = await addHuman(sql, { handle: 'bench' });
+  const store: DrainResult[] = [];
+  const graphile: DrainResult[] = [];
+  const cpus: { node: number; pg: number }[] = [];
+  for (let round = 1; round <= ROUNDS; round++) {
+    const v = await vendEndpoint(sql, human.id, { name: `store-${round}`, queues: ['work'] }, systemClock.now());
+    await seedPendingTodos(sql, v.endpoint.id, JOBS);
+    await sql`analyze todos`;
+    const caller: Caller = { endpointId: v.endpoint.id, owner: `agent:${v.endpoint.agent_id}`, queues: ['work'] };
+    // The workers' own pool, connected before the clock starts.
+    const pool = connect(cluster.url, { max: WORKERS });
+    await Promise.all(Array.from({ length: WORKERS }, () => pool`select 1`));
+    const cpu0 = { node: ownCpuMs(), pg: postgresCpuMs() };
+    const s = await drain(WORKERS, async () => {
+      const t = await claimNextTodo(pool, caller, ['work'], 300, systemClock.now());
+      if (!t) return false;
+      await completeTodo(pool, caller, t.id, { ok: true }, systemClock.now());
+      return true;
+    });
+    const cpu = { node: (ownCpuMs() - cpu0.node) / s.done, pg: (postgresCpuMs() - cpu0.pg) / s.done };
+    await pool.end();
+    const g = await graphileDrain(cluster.url, JOBS, WORKERS);
+    store.push(s);
+    cpus.push(cpu);
+    graphile.push(g);
+    console.log(
+      `round ${round}: store ${Math.round(rate(s))} jobs/s (p99 ${s.p99.toFixed(1)} ms; CPU per job: Node ${cpu.node.toFixed(2)} ms, PostgreSQL ${cpu.pg.toFixed(2)} ms), graphile-worker ${Math.round(rate(g))} jobs/s (p99 ${g.p99.toFixed(1)} ms), ratio ${(rate(s) / rate(g)).toFixed(2)}x`,
+    );
+  }
+  const s = median(store.map(rate));
+  const g = median(graphile.map(rate));
+  const ratios = store.map((x, i) => rate(x) / rate(graphile[i]!));
+  console.log(`\n${JOBS} jobs x ${WORKERS} workers, ${ROUNDS} rounds, ${os.cpus().length} cores, PostgreSQL ${pgVersion}`);
+  console.log(`median: store ${Math.round(s)} jobs/s, graphile-worker ${Math.round(g)} jobs/s; median ratio ${median(ratios).toFixed(2)}x (target >= 1.0x)`);
+  if (values.json) {
+    printJsonLast('claim-store', pgVersion, {
+      jobs: JOBS,
+      workers: WORKERS,
+      rounds: ROUNDS,
+      store_jobs_per_second: figure(s, 0),
+      graphile_jobs_per_second: figure(g, 0),
+      store_ratio_to_graphile: figure(median(ratios)),
+      rounds_detail: store.map((x, i) => ({
+        store: figure(rate(x), 0),
+        graphile: figure(rate(graphile[i]!), 0),
+        store_node_cpu_ms_per_job: figure(cpus[i]!.node),
+        store_postgres_cpu_ms_per_job: figure(cpus[i]!.pg),
+      })),
+    });
+  }
+});
