@@ -1,3 +1,4 @@
+import { arg, compile, type Compiled } from '../../db/compiled.ts';
 import type { Sql, TxSql } from '../../db/connect.ts';
 import { RESERVED_QUEUE } from '../../domain/scope.ts';
 import { acknowledgeRing, ackedRingColumns, type AckedRing } from '../rings.ts';
@@ -106,33 +107,17 @@ export async function claimNextTodo(
 ): Promise<ClaimedTodo | null> {
   const wanted = [...new Set(queues)].filter((q) => q !== RESERVED_QUEUE);
   if (wanted.length === 0) return null;
-  const eligible = sql`endpoint_id = ${caller.endpointId} and not synthetic and (assignee is null or assignee = ${caller.owner})`;
-  const states = claimableStates(sql, now);
-  const cols = sql`id, priority, created_at, seq`;
-  const inWanted = sql`queue = any(${sql.array(wanted)}::text[])`;
-  // A literal, not a parameter: a generic plan guesses a parameter limit at a tenth of the rows.
-  const first = sql`order by priority desc, created_at, seq limit ${sql.unsafe(String(CLAIM_CANDIDATES))}`;
-  const branches = [
-    ...wanted.map((q) => sql`(select ${cols} from todos where ${eligible} and queue = ${q} and ${states.pending} ${first})`),
-    sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueDelay} ${first})`,
-    sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.expiredLease} ${first})`,
-    sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueRetry} ${first})`,
-  ];
-  const candidates = branches.reduce((all, b) => sql`${all} union all ${b}`);
-  const [row] = await sql<ClaimedTodo[]>`
-    with picked as materialized (
-      select l.id from (${candidates}) c
-      cross join lateral (
-        select t.id from todos t where t.id = c.id and ${claimable(sql, caller.owner, now)}
-        for update skip locked
-      ) l
-      order by c.priority desc, c.created_at, c.seq
-      limit 1
-    ), claimed as (
-      update todos t set ${claimSet(sql, caller, now, leaseSecs, leaseTokenHash)}
-      from picked where t.id = picked.id
-      returning t.*
-    ), ${withAcknowledgements(sql, caller, now)}`;
+  const args: ClaimNextArgs = {
+    endpoint: caller.endpointId,
+    owner: caller.owner,
+    session: caller.sessionId ?? null,
+    queues: wanted,
+    now,
+    lease: leaseSecs,
+    hash: leaseTokenHash,
+  };
+  wanted.forEach((q, i) => (args[`queue${i}`] = q));
+  const [row] = await claimNextStatement(sql, wanted.length).run<ClaimedTodo>(sql, args);
   if (row) return row;
   // Every candidate was locked. Another claimer's lock ends with the row no longer claimable,
   // but a short non-claim update (a digest marking the todos it counted as rung) leaves it
@@ -152,6 +137,55 @@ export async function claimNextTodo(
  * one endpoint's candidates at once fall through to the retry below.
  */
 const CLAIM_CANDIDATES = 32;
+
+interface ClaimNextArgs extends Record<string, unknown> {
+  endpoint: string;
+  owner: string;
+  session: string | null;
+  queues: string[];
+  now: Date;
+  lease: number;
+  hash: string | null;
+}
+
+/** claim_next's statement for a given number of queues, composed once (src/db/compiled.ts). */
+const claimNextStatements = new Map<number, Compiled<ClaimNextArgs>>();
+
+function claimNextStatement(sql: Sql, queueCount: number): Compiled<ClaimNextArgs> {
+  const known = claimNextStatements.get(queueCount);
+  if (known) return known;
+  const now = arg<Date>('now');
+  const caller: Caller = { endpointId: arg('endpoint'), owner: arg('owner'), sessionId: arg('session'), queues: [] };
+  const eligible = sql`endpoint_id = ${caller.endpointId} and not synthetic and (assignee is null or assignee = ${caller.owner})`;
+  const states = claimableStates(sql, now);
+  const cols = sql`id, priority, created_at, seq`;
+  const inWanted = sql`queue = any(${arg<string[]>('queues')}::text[])`;
+  // A literal, not a parameter: a generic plan guesses a parameter limit at a tenth of the rows.
+  const first = sql`order by priority desc, created_at, seq limit ${sql.unsafe(String(CLAIM_CANDIDATES))}`;
+  const branches = [
+    ...Array.from({ length: queueCount }, (_, i) => sql`(select ${cols} from todos where ${eligible} and queue = ${arg<string>(`queue${i}`)} and ${states.pending} ${first})`),
+    sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueDelay} ${first})`,
+    sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.expiredLease} ${first})`,
+    sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueRetry} ${first})`,
+  ];
+  const candidates = branches.reduce((all, b) => sql`${all} union all ${b}`);
+  const statement = compile<ClaimNextArgs>(sql`
+    with picked as materialized (
+      select l.id from (${candidates}) c
+      cross join lateral (
+        select t.id from todos t where t.id = c.id and ${claimable(sql, caller.owner, now)}
+        for update skip locked
+      ) l
+      order by c.priority desc, c.created_at, c.seq
+      limit 1
+    ), claimed as (
+      update todos t set ${claimSet(sql, caller, now, arg<number>('lease'), arg<string | null>('hash'))}
+      from picked where t.id = picked.id
+      returning t.*
+    ), ${withAcknowledgements(sql, caller, now)}`);
+  claimNextStatements.set(queueCount, statement);
+  return statement;
+}
 
 /** How many times claim_next looks again (after 10, 20, 30 ms) when it skipped only rows locked by someone else. */
 const CLAIM_LOCK_RETRIES = 3;

@@ -1,0 +1,36 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migratedDatabase } from '../../test/support/app.ts';
+import { arg, compile } from './compiled.ts';
+
+let db: Awaited<ReturnType<typeof migratedDatabase>>;
+beforeAll(async () => {
+  db = await migratedDatabase();
+});
+afterAll(async () => db?.drop());
+
+describe('compile', () => {
+  it('renders nested fragments once, each arg one numbered parameter however often it appears', () => {
+    const sql = db.sql;
+    const n = arg<number>('n');
+    const inner = sql`${n}::int + ${n}::int`;
+    const c = compile<{ n: number; label: string }>(sql`select ${inner} as twice, ${arg<string>('label')}::text as label, ${n}::int as once`);
+    expect(c.text).toBe('select $1::int + $1::int as twice, $2::text as label, $1::int as once');
+  });
+
+  it('runs as often as asked with new values, constants (sql.json included) fixed at composition', async () => {
+    const sql = db.sql;
+    const c = compile<{ day: Date; tags: string[] }>(
+      sql`select ${arg<Date>('day')}::timestamptz as day, ${arg<string[]>('tags')}::text[] as tags, ${sql.json({ k: 1 })}::jsonb as fixed, ${'const'}::text as word`,
+    );
+    for (const [day, tags] of [[new Date('2026-01-02T03:04:05Z'), ['a', 'b']], [new Date('2027-05-06T07:08:09Z'), ['c']]] as const) {
+      const [row] = await c.run<{ day: Date; tags: string[]; fixed: unknown; word: string }>(sql, { day, tags: [...tags] });
+      expect(row).toEqual({ day, tags: [...tags], fixed: { k: 1 }, word: 'const' });
+    }
+  });
+
+  it('refuses a run missing a value, naming it, and a statement that is not a postgres.js query', async () => {
+    const c = compile<{ a: number; b: number }>(db.sql`select ${arg<number>('a')}::int + ${arg<number>('b')}::int`);
+    expect(() => c.run(db.sql, { a: 1 } as never)).toThrow(/no value for b/);
+    expect(() => compile('select 1')).toThrow(/not a postgres.js statement/);
+  });
+});
