@@ -140,6 +140,8 @@ export const timesOf = (a: number, b: number): string => `${(a / b).toFixed(a / 
 export interface CapturedStatement {
   query: string;
   params: unknown[];
+  /** The parameter type OIDs the driver sent (0: left to the server). */
+  types: number[];
 }
 
 /**
@@ -151,7 +153,7 @@ export function capturingPool(url: string): { sql: Sql; statements: CapturedStat
   const sql = postgres(url, {
     max: 1,
     onnotice: () => {},
-    debug: (_conn: number, query: string, params: unknown[]) => statements.push({ query, params: [...params] }),
+    debug: (_conn: number, query: string, params: unknown[], types: number[]) => statements.push({ query, params: [...params], types: [...types] }),
   }) as unknown as Sql;
   return { sql, statements };
 }
@@ -159,9 +161,14 @@ export function capturingPool(url: string): { sql: Sql; statements: CapturedStat
 const arrayLiteral = (xs: unknown[]): string =>
   `{${xs.map((x) => (x === null ? 'NULL' : `"${String(x).replace(/["\\]/g, (c) => `\\${c}`)}"`)).join(',')}}`;
 
+/** json and jsonb: a sql.json() value (an array included) goes as it is, for the driver to encode, not as an array literal. */
+const JSON_TYPES = new Set([114, 3802]);
+
 /** EXPLAIN (ANALYZE) of a captured statement, in a transaction that is rolled back. */
 export async function explainAnalyze(sql: Sql, st: CapturedStatement): Promise<string[]> {
-  const params = st.params.map((p) => (Array.isArray(p) ? arrayLiteral(p) : p instanceof Date ? p.toISOString() : p));
+  const params = st.params.map((p, i) =>
+    JSON_TYPES.has(st.types[i] ?? 0) ? p : Array.isArray(p) ? arrayLiteral(p) : p instanceof Date ? p.toISOString() : p,
+  );
   let plan: string[] = [];
   await sql
     .begin(async (tx) => {
