@@ -45,18 +45,8 @@ interface Run {
 
 /** Spawns the real command with only the environment given (no SWITCHBOARD_* leaks in from the runner). */
 function cli(args: string[], extraEnv: Record<string, string> = {}, stdin = ''): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['bin/switchboard.js', ...args], {
-      env: { PATH: process.env.PATH, HOME: home, XDG_CONFIG_HOME: join(home, '.config'), NO_COLOR: '1', ...extraEnv },
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? -1, out, err }));
-    child.stdin.end(stdin);
-  });
+  const env = { PATH: process.env.PATH, HOME: home, XDG_CONFIG_HOME: join(home, '.config'), NO_COLOR: '1', ...extraEnv };
+  return run(process.execPath, ['bin/switchboard.js', ...args], env, stdin);
 }
 
 async function closedPort(): Promise<number> {
@@ -314,14 +304,16 @@ function hasShell(name: string): boolean {
   });
 }
 
-function run(command: string, args: string[]): Promise<Run> {
+/** Runs a command to its end with only `env`, collecting its output. */
+function run(command: string, args: string[], env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: home }, stdin = ''): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { env: { PATH: process.env.PATH, HOME: home } });
+    const child = spawn(command, args, { env });
     let out = '';
     let err = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code: code ?? -1, out, err }));
+    child.stdin.end(stdin);
   });
 }
