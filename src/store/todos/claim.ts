@@ -116,7 +116,6 @@ export async function claimNextTodo(
     lease: leaseSecs,
     hash: leaseTokenHash,
   };
-  wanted.forEach((q, i) => (args[`queue${i}`] = q));
   const [row] = await claimNextStatement(sql, wanted.length).run<ClaimedTodo>(sql, args);
   if (row) return row;
   // Every candidate was locked. Another claimer's lock ends with the row no longer claimable,
@@ -134,11 +133,12 @@ export async function claimNextTodo(
  * todos_claim_scan_idx in order and stop: a branch planned to return every row is cheaper, by
  * total cost, as a sequential scan and a sort of the whole pending queue, which made each claim
  * cost O(queue) once the statistics knew the queue was large. More claimers than this holding locks on
- * one endpoint's candidates at once fall through to the retry below.
+ * one endpoint's candidates at once fall through to claim_next's look-again.
  */
 const CLAIM_CANDIDATES = 32;
 
 interface ClaimNextArgs extends Record<string, unknown> {
+  /** The queues to claim from, each scanned by its own branch (by position) and the rest by `any`. */
   endpoint: string;
   owner: string;
   session: string | null;
@@ -159,11 +159,15 @@ function claimNextStatement(sql: Sql, queueCount: number): Compiled<ClaimNextArg
   const eligible = sql`endpoint_id = ${caller.endpointId} and not synthetic and (assignee is null or assignee = ${caller.owner})`;
   const states = claimableStates(sql, now);
   const cols = sql`id, priority, created_at, seq`;
-  const inWanted = sql`queue = any(${arg<string[]>('queues')}::text[])`;
+  const queues = arg<string[]>('queues');
+  const inWanted = sql`queue = any(${queues}::text[])`;
   // A literal, not a parameter: a generic plan guesses a parameter limit at a tenth of the rows.
   const first = sql`order by priority desc, created_at, seq limit ${sql.unsafe(String(CLAIM_CANDIDATES))}`;
   const branches = [
-    ...Array.from({ length: queueCount }, (_, i) => sql`(select ${cols} from todos where ${eligible} and queue = ${arg<string>(`queue${i}`)} and ${states.pending} ${first})`),
+    ...Array.from(
+      { length: queueCount },
+      (_, i) => sql`(select ${cols} from todos where ${eligible} and queue = (${queues}::text[])[${sql.unsafe(String(i + 1))}] and ${states.pending} ${first})`,
+    ),
     sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueDelay} ${first})`,
     sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.expiredLease} ${first})`,
     sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueRetry} ${first})`,
