@@ -14,9 +14,8 @@ import { connect } from '../src/db/connect.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
-import { claimNextTodo, completeTodo, type Caller } from '../src/store/todos/index.ts';
 import { graphileDrain } from './graphile.ts';
-import { drain, ownCpuMs, postgresCpuMs, type DrainResult, figure, printJsonLast, seedPendingTodos, withBenchDatabase } from './lib.ts';
+import { ownCpuMs, storeDrain, postgresCpuMs, type DrainResult, figure, printJsonLast, seedPendingTodos, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -42,17 +41,11 @@ await withBenchDatabase(WORKERS + 4, async ({ cluster, sql, pgVersion }) => {
     const v = await vendEndpoint(sql, human.id, { name: `store-${round}`, queues: ['work'] }, systemClock.now());
     await seedPendingTodos(sql, v.endpoint.id, JOBS);
     await sql`analyze todos`;
-    const caller: Caller = { endpointId: v.endpoint.id, owner: `agent:${v.endpoint.agent_id}`, queues: ['work'] };
     // The workers' own pool, connected before the clock starts.
     const pool = connect(cluster.url, { max: WORKERS });
     await Promise.all(Array.from({ length: WORKERS }, () => pool`select 1`));
     const cpu0 = { node: ownCpuMs(), pg: postgresCpuMs() };
-    const s = await drain(WORKERS, async () => {
-      const t = await claimNextTodo(pool, caller, ['work'], 300, systemClock.now());
-      if (!t) return false;
-      await completeTodo(pool, caller, t.id, { ok: true }, systemClock.now());
-      return true;
-    });
+    const s = await storeDrain(pool, v.endpoint, WORKERS);
     const cpu = { node: (ownCpuMs() - cpu0.node) / s.done, pg: (postgresCpuMs() - cpu0.pg) / s.done };
     await pool.end();
     const g = await graphileDrain(cluster.url, JOBS, WORKERS);

@@ -22,8 +22,7 @@ import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/lib/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
-import { claimNextTodo, completeTodo, type Caller } from '../src/store/todos/index.ts';
-import { drain, type DrainResult, pctOf, pgbenchInsertRate, seedPendingTodos, withBenchDatabase } from './lib.ts';
+import { storeDrain, type DrainResult, pctOf, pgbenchInsertRate, seedPendingTodos, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({ options: { todos: { type: 'string', default: '5000' }, workers: { type: 'string', default: '8' } } });
 const TODOS = Number(values.todos);
@@ -52,13 +51,7 @@ async function main(): Promise<void> {
     };
 
     const direct = await endpoint('direct');
-    const caller: Caller = { endpointId: direct.endpoint.id, owner: `agent:${direct.endpoint.agent_id}`, queues: ['work'] };
-    const storeRun = await drain(WORKERS, async () => {
-      const t = await claimNextTodo(sql, caller, ['work'], 300, systemClock.now());
-      if (!t) return false;
-      await completeTodo(sql, caller, t.id, { ok: true }, systemClock.now());
-      return true;
-    });
+    const storeRun = await storeDrain(sql, direct.endpoint, WORKERS);
     const readsBefore = app.directory.reads;
     const sdk = await endpoint('sdk');
     const sdkRun = await runDriver('sdk', `${app.baseUrl}/mcp/${sdk.endpoint.slug}`, sdk.credential);

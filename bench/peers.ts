@@ -28,10 +28,10 @@ import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/lib/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
-import { claimNextTodo, completeTodo, insertEventAndTodo, type Caller } from '../src/store/todos/index.ts';
+import { insertEventAndTodo } from '../src/store/todos/index.ts';
 import { connectAgent } from '../test/support/agents.ts';
 import { graphileDrain, quiet } from './graphile.ts';
-import { drain, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
+import { drain, storeDrain, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -147,13 +147,7 @@ async function main(): Promise<void> {
 
     // 1. Claim throughput: each path drains its own JOBS todos (or jobs), one path at a time.
     const direct = await endpoint('direct', JOBS);
-    const caller: Caller = { endpointId: direct.endpoint.id, owner: `agent:${direct.endpoint.agent_id}`, queues: ['work'] };
-    const store = await drain(WORKERS, async () => {
-      const t = await claimNextTodo(sql, caller, ['work'], 300, systemClock.now());
-      if (!t) return false;
-      await completeTodo(sql, caller, t.id, { ok: true }, systemClock.now());
-      return true;
-    });
+    const store = await storeDrain(sql, direct.endpoint, WORKERS);
     const mcp = async (mode: 'sdk' | 'raw', name: string, jobs: number) => {
       const ep = await endpoint(name, jobs);
       return mcpDrive(mode, `${app.baseUrl}/mcp/${ep.endpoint.slug}`, ep.credential);
