@@ -275,4 +275,33 @@ describe('two instances at a shift start', () => {
       await b.stop();
     }
   });
+  it('a sweep on the other instance between the claim and the digest rings nothing singly', async () => {
+    const day = '2026-11-02'; // Monday
+    app.clock.set(`${day}T08:30:00Z`);
+    const b = await startTestApp(db.url, new ManualClock(app.clock.now()));
+    try {
+      const e = await vend();
+      await api('PUT', `/api/v1/endpoints/${e.slug}/shift`, { shift: SHIFT });
+      const onB = await agent(e, b);
+      const ids = [await push(e, 'one'), await push(e, 'two')];
+      for (const c of [app.clock, b.clock]) c.set(`${day}T09:00:10Z`);
+      // A claims the return; its digest is still on its way (it has not marked the backlog).
+      const digestInFlight = vi.spyOn(app.presence, 'sendDigest').mockResolvedValue(false);
+      try {
+        expect(await app.presence.evaluate({ endpointId: e.id })).toBe(1);
+      } finally {
+        digestInFlight.mockRestore();
+      }
+      await b.presence.evaluate({ endpointId: e.id });
+      expect(b.presence.presenceOf(e.id)).toBe('in');
+      expect(await sweep(b)).toBe(0);
+      expect(await ringAttempts(ids)).toEqual([0, 0]);
+      // Had no digest reached anyone, the sweep rings them a full backoff after the return.
+      for (const c of [app.clock, b.clock]) c.advance(5 * 60_000);
+      expect(await sweep(b)).toBe(2);
+      await until(() => onB.heard.length >= 2, 'the two rings');
+    } finally {
+      await b.stop();
+    }
+  });
 });

@@ -142,6 +142,22 @@ describe('delayed todos', () => {
   });
 });
 
+describe("the doorbell sweep's charge", () => {
+  it('counts a return to in as a ring of what was held: nothing is due until a full backoff after it', async () => {
+    const c = await newEndpoint();
+    await sql`update endpoints set presence_seen = 'out' where id = ${c.endpointId}`;
+    const held = await push(c, 'held while out');
+    clock.advance(30 * 60_000);
+    // The return is claimed; its digest has not marked the backlog yet.
+    await sql`update endpoints set presence_seen = 'in', presence_changed_at = ${clock.now()} where id = ${c.endpointId}`;
+    expect(await chargeDueRingsUnscoped(sql, [c.endpointId], clock.now())).toEqual([]);
+    clock.advance(5 * 60_000 - 1000);
+    expect(await chargeDueRingsUnscoped(sql, [c.endpointId], clock.now())).toEqual([]);
+    clock.advance(1000);
+    expect((await chargeDueRingsUnscoped(sql, [c.endpointId], clock.now())).map((r) => [r.id, r.ring_attempts])).toEqual([[held.id, 1]]);
+  });
+});
+
 describe('cancel', () => {
   it("fences off a claimed todo's lease: the holder's heartbeat and complete get a conflict, nothing changes", async () => {
     const c = await newEndpoint();

@@ -96,8 +96,10 @@ export const SWEEP_LIMIT = 3;
  * The heartbeat sweep's pick-and-charge, in one transaction: pending push-eligible todos of active
  * endpoints among `receivers` whose return to in has been claimed (presence_seen; the digest
  * covers an unclaimed one) and whose next ring is due, ranked per endpoint so one deep backlog
- * cannot starve the rest, at most `limit`, each charged one ring. Unscoped by design: it has no
- * caller, and each row it returns names its own endpoint.
+ * cannot starve the rest, at most `limit`, each charged one ring. A return to in counts as a ring
+ * of everything held: the claim commits before its digest marks the backlog, so without this a
+ * sweep on another instance between the two would ring each held todo singly. Unscoped by design:
+ * it has no caller, and each row it returns names its own endpoint.
  */
 export async function chargeDueRingsUnscoped(
   sql: Sql,
@@ -118,7 +120,7 @@ export async function chargeDueRingsUnscoped(
         where t.endpoint_id = any(${tx.array([...receivers])}::uuid[])
           and ${pushEligible(tx)}
           and t.ring_attempts < ${RING_BUDGET}
-          and coalesce(t.last_ringed_at, t.created_at)
+          and greatest(coalesce(t.last_ringed_at, t.created_at), e.presence_changed_at)
               <= ${now}::timestamptz - make_interval(secs => (${intervals}::int[])[t.ring_attempts + 1])
       )
       select id from due order by turn, last_ringed_at nulls first, created_at, seq limit ${limit}`;
