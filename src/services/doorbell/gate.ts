@@ -23,6 +23,11 @@ export class DoorbellGate {
     return true;
   }
 
+  /** Lets the key through again (its ring could not be decided, so a later fire may try). */
+  forget(key: string): void {
+    this.#seen.delete(key);
+  }
+
   #prune(now: number): void {
     if (now - this.#lastPrune < this.ttlMs) return;
     this.#lastPrune = now;

@@ -6,6 +6,9 @@ import type { WakeupHandlers } from '../wakeups.ts';
 import { CREATION_GATE_MS, type Doorbell, type RingTarget } from './doorbell.ts';
 import { DoorbellGate } from './gate.ts';
 
+/** Waits before asking the ring gate again after it failed (real time: it waits for I/O to recover). */
+const GATE_RETRY_DELAYS_MS = [250, 1000, 4000];
+
 /**
  * A todo that became ready (created, or requeued anywhere) rings once across the cluster. Every
  * instance hears todo_ready; those holding an open stream of the todo's endpoint compete for the
@@ -31,12 +34,26 @@ export class ReadyRings {
    */
   ringReady(todo: RingTarget): void {
     if (!this.sessions.hasOpenStream(todo.endpoint_id) || this.doorbell.holds(todo.endpoint_id) || !this.#localGate.first(todo.id)) return;
+    this.#takeGateAndRing(todo, 0);
+  }
+
+  /**
+   * A gate that could not be asked (the database restarting) decides nothing: the todo is retried
+   * a few times, then let through the local gate so the LISTEN catch-up can ring it; otherwise it
+   * would wait for the heartbeat sweep's first re-ring, minutes later.
+   */
+  #takeGateAndRing(todo: RingTarget, failures: number): void {
     const { sql, clock, log } = this.base;
     takeRingGate(sql, todo.id, clock.now(), CREATION_GATE_MS)
       .then((won) => {
         if (won) this.doorbell.ring(todo);
       })
-      .catch((err: unknown) => log.warn({ err: (err as Error).message, todo_id: todo.id }, 'doorbell ring gate failed'));
+      .catch((err: unknown) => {
+        const retry = failures < GATE_RETRY_DELAYS_MS.length;
+        log.warn({ err: (err as Error).message, todo_id: todo.id, retry }, 'doorbell ring gate failed');
+        if (!retry) return this.#localGate.forget(todo.id);
+        setTimeout(() => this.#takeGateAndRing(todo, failures + 1), GATE_RETRY_DELAYS_MS[failures]).unref();
+      });
   }
 
   /** Rings the todos of an endpoint's queue that became ready in the last minute, if it has a stream here. */
