@@ -2,7 +2,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../test/support/app.ts';
 import type { Sql } from '../db/connect.ts';
-import { claimNextTodo } from './todos/index.ts';
+import { chargeDueRingsUnscoped, claimNextTodo } from './todos/index.ts';
 
 /**
  * Query plans that must not depend on luck. Statistics taken while no todo was claimed make any
@@ -44,7 +44,7 @@ async function scansOf(statement: string, params: unknown[], generic: boolean): 
     const literal = params
       .map((p) =>
         p === null ? 'null'
-        : Array.isArray(p) ? `array[${p.map(quote).join(',')}]`
+        : Array.isArray(p) ? quote(`{${p.map((x) => `"${String(x).replace(/["\\]/g, '\\$&')}"`).join(',')}}`) // untyped: fits text[] and uuid[]
         : p instanceof Date ? quote(p.toISOString())
         : typeof p === 'object' ? quote(JSON.stringify(p))
         : quote(p),
@@ -65,10 +65,14 @@ async function scansOf(statement: string, params: unknown[], generic: boolean): 
 const indexesUsed = async (statement: string, params: unknown[], generic: boolean) =>
   (await scansOf(statement, params, generic)).filter((s) => !s.startsWith('seq:'));
 
-/** The text and parameters of the statement `run` sends, as the product's own code builds it. */
-async function captured(run: (sql: Sql) => Promise<unknown>): Promise<{ text: string; params: unknown[] }> {
+/** The text and parameters of the (last `matching`) statement `run` sends, as the product's own code builds it. */
+async function captured(run: (sql: Sql) => Promise<unknown>, matching = /./): Promise<{ text: string; params: unknown[] }> {
   let last = { text: '', params: [] as unknown[] };
-  const spy = postgres(db.url, { max: 1, onnotice: () => {}, debug: (_c, text, params) => (last = { text, params: [...params] }) });
+  const spy = postgres(db.url, {
+    max: 1,
+    onnotice: () => {},
+    debug: (_c, text, params) => void (matching.test(text) && (last = { text, params: [...params] })),
+  });
   try {
     await spy`select 1`; // array types are fetched on a pool's first query
     await run(spy as unknown as Sql);
@@ -122,6 +126,37 @@ describe('claim_next plans', () => {
       const scans = await scansOf(text, params, generic);
       expect(scans).toContain('todos_claim_scan_idx');
       expect(scans).not.toContain('seq:todos');
+    });
+  }
+});
+
+describe('heartbeat sweep plans', () => {
+  const receivers: string[] = [];
+  beforeAll(async () => {
+    // Receivers among many endpoints, each todo with its own event, as pushes make them.
+    const endpoints = await db.sql<{ id: string }[]>`
+      insert into endpoints (agent_id, slug, credential_hash, credential_prefix, scope_queues, scope_verbs)
+      select agent_id, 'sweep-' || g, 'hs' || g, 'p', '{q}', '{claim}' from endpoints, generate_series(1, 200) g
+      where id = ${endpointId} returning id`;
+    receivers.push(...endpoints.slice(0, 5).map((e) => e.id));
+    await db.sql`
+      with ev as (
+        insert into events (source, family, trust_mode, verified, endpoint_id)
+        select 'operator', 'operator', 'operator', true, e.id from unnest(${endpoints.map((e) => e.id)}::uuid[]) e(id), generate_series(1, 20)
+        returning id, endpoint_id
+      )
+      insert into todos (id, endpoint_id, queue, title, event_id, created_at, updated_at)
+      select 'td_' || gen_random_uuid(), endpoint_id, 'q', 'ring me', id, now() - interval '1 hour', now() - interval '1 hour' from ev`;
+    await db.sql`analyze`;
+  });
+
+  for (const generic of [false, true]) {
+    it(`finds its receivers' pending todos through an index, not a scan of the table (${generic ? 'generic' : 'custom'} plan)`, async () => {
+      // The pick (the first of the sweep's two statements): what todos_sweep_idx was once for.
+      const { text, params } = await captured((sql) => chargeDueRingsUnscoped(sql, receivers, new Date()), /row_number\(\)/);
+      const scans = await scansOf(text, params, generic);
+      expect(scans, scans.join(', ')).not.toContain('seq:todos');
+      expect(scans.some((s) => s.startsWith('todos_')), scans.join(', ')).toBe(true);
     });
   }
 });
