@@ -25,7 +25,7 @@ import { githubHeaders, githubIssueOpened } from '../src/domain/ingest/fixtures.
 import { createLogger } from '../src/lib/log.ts';
 import { addHuman, createToken } from '../src/store/humans.ts';
 import { startIngestFloor } from './ingest-floor.ts';
-import { figure, pctOf, pgbenchInsertRate, printJsonLast, summarize, withBenchDatabase } from './lib.ts';
+import { figure, ownCpuMs, pctOf, percentile, pgbenchInsertRate, postgresCpuMs, printJsonLast, summarize, withBenchDatabase } from './lib.ts';
 
 const execFileAsync = promisify(execFile);
 const SELF = fileURLToPath(import.meta.url);
@@ -39,10 +39,6 @@ interface SendResult {
   seconds: number;
   p50: number;
   p99: number;
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -105,6 +101,18 @@ async function driveFrom(url: string, secret: string, senders: number, seconds: 
   return JSON.parse(stdout.trim().split('\n').pop()!) as SendResult;
 }
 
+/**
+ * driveFrom, with the CPU each side spent on it per accepted delivery: this process (the server
+ * under test; the other one idles) and every PostgreSQL process. Steadier than the rates on a
+ * shared machine, since time spent waiting for the CPU does not count.
+ */
+async function driveMeasured(url: string, secret: string, senders: number, seconds: number): Promise<SendResult & { serverCpu: number; postgresCpu: number }> {
+  const [own, pg] = [ownCpuMs(), postgresCpuMs()];
+  const sent = await driveFrom(url, secret, senders, seconds);
+  const per = (ms: number) => ms / Math.max(1, sent.accepted);
+  return { ...sent, serverCpu: per(ownCpuMs() - own), postgresCpu: per(postgresCpuMs() - pg) };
+}
+
 /** The issue 20 target: ingest at least this share of the floor, with p99 under P99_TARGET_MS, at 16 senders. */
 const FLOOR_TARGET = 0.5;
 const P99_TARGET_MS = 100;
@@ -136,8 +144,8 @@ async function main(): Promise<void> {
     const app = await startApp({ config, clock: systemClock, log: createLogger('warn', process.stderr), loops: false, ingestLimit: UNLIMITED });
     const floorSecret = randomBytes(32).toString('hex');
     const floor = await startIngestFloor(cluster.url, floorSecret);
-    let sent: SendResult;
-    let floorSent: SendResult;
+    let sent: Awaited<ReturnType<typeof driveMeasured>>;
+    let floorSent: Awaited<ReturnType<typeof driveMeasured>>;
     try {
       // The operator path: a human's token, an endpoint, a github webhook through the API.
       await addHuman(sql, { handle: 'bench' });
@@ -155,10 +163,10 @@ async function main(): Promise<void> {
       const webhook = await call(`/endpoints/${endpoint.slug}/webhooks`, { source_type: 'github', target_queue: 'issues' });
 
       // The floor first, then Switchboard: the same driver, senders and seconds, one after the other.
-      floorSent = await driveFrom(floor.url, floorSecret, SENDERS, SECONDS);
+      floorSent = await driveMeasured(floor.url, floorSecret, SENDERS, SECONDS);
       const floorRows = await floor.rows();
       if (floorRows !== floorSent.accepted) throw new Error(`the floor stored ${floorRows} rows for ${floorSent.accepted} accepted deliveries`);
-      sent = await driveFrom(webhook.ingest_url!, webhook.signing_secret!, SENDERS, SECONDS);
+      sent = await driveMeasured(webhook.ingest_url!, webhook.signing_secret!, SENDERS, SECONDS);
       const [{ todos, events }] = (await sql`
         select (select count(*) from todos)::int as todos, (select count(*) from events where webhook_id is not null)::int as events`) as unknown as [
         { todos: number; events: number },
@@ -178,7 +186,7 @@ async function main(): Promise<void> {
     const toPgbench = rate / pg.tps;
     const floorMet = toFloor >= FLOOR_TARGET && sent.p99 < P99_TARGET_MS && SENDERS === 16;
     const pgbenchMet = toPgbench >= PGBENCH_TARGET;
-    const row = (path: string, r: SendResult, perSecond: number) => ({
+    const row = (path: string, r: typeof sent, perSecond: number) => ({
       path,
       'per second': Math.round(perSecond),
       total: r.accepted,
@@ -187,6 +195,7 @@ async function main(): Promise<void> {
       'not 202': r.refused,
       'vs floor': pctOf(perSecond, floorRate, 1),
       'vs pgbench': pctOf(perSecond, pg.tps, 1),
+      'CPU ms/delivery, server / PostgreSQL': `${r.serverCpu.toFixed(3)} / ${r.postgresCpu.toFixed(3)}`,
     });
     console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion} (throwaway cluster: fsync off, synchronous_commit off)`);
     console.log(`${SENDERS} senders, ${SECONDS} s of signed GitHub issues deliveries to each path, the floor first, then Switchboard`);
@@ -233,6 +242,10 @@ async function main(): Promise<void> {
         floor_p50_ms: figure(floorSent.p50),
         floor_p99_ms: figure(floorSent.p99),
         ratio_to_floor: figure(toFloor, 4),
+        server_cpu_ms_per_delivery: figure(sent.serverCpu, 3),
+        postgres_cpu_ms_per_delivery: figure(sent.postgresCpu, 3),
+        floor_server_cpu_ms_per_delivery: figure(floorSent.serverCpu, 3),
+        floor_postgres_cpu_ms_per_delivery: figure(floorSent.postgresCpu, 3),
         pgbench_per_second: figure(pg.tps, 1),
         pgbench_clients: SENDERS,
         pgbench_seconds: PGBENCH_SECONDS,

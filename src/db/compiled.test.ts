@@ -28,6 +28,13 @@ describe('compile', () => {
     }
   });
 
+  it('writes an identifier (sql(name)) into the text, not as a parameter', async () => {
+    const sql = db.sql;
+    const c = compile<{ n: number }>(sql`select ${arg<number>('n')}::int as ${sql('my column')}`);
+    expect(c.text).toBe('select $1::int as "my column"');
+    expect(await c.run(sql, { n: 7 })).toEqual([{ 'my column': 7 }]);
+  });
+
   it('refuses a run missing a value, naming it, and a statement that is not a postgres.js query', async () => {
     const c = compile<{ a: number; b: number }>(db.sql`select ${arg<number>('a')}::int + ${arg<number>('b')}::int`);
     expect(() => c.run(db.sql, { a: 1 } as never)).toThrow(/no value for b/);

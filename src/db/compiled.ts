@@ -24,6 +24,10 @@ interface Fragment {
 const isFragment = (v: unknown): v is Fragment =>
   typeof v === 'object' && v !== null && Array.isArray((v as Fragment).strings) && Array.isArray((v as Fragment).args) && 'then' in v;
 
+/** sql('name'): an identifier, already escaped by the driver, that goes into the text itself. */
+const isIdentifier = (v: unknown): v is { value: string } =>
+  typeof v === 'object' && v !== null && v.constructor?.name === 'Identifier' && typeof (v as { value: unknown }).value === 'string';
+
 /** sql.json(x) and sql.array(x) wrap their value; a compiled statement takes the value itself. */
 const unwrapped = (v: unknown): unknown =>
   typeof v === 'object' && v !== null && 'value' in v && 'type' in v && typeof (v as { type: unknown }).type === 'number' ? (v as { value: unknown }).value : v;
@@ -51,6 +55,7 @@ export function compile<Args extends Record<string, unknown>>(statement: unknown
       return `$${n}`;
     }
     if (isFragment(v)) return render(v);
+    if (isIdentifier(v)) return v.value;
     order.push({ constant: unwrapped(v) });
     return `$${order.length}`;
   };

@@ -111,7 +111,10 @@ export function decodePayload<C extends Channel>(channel: C, raw: string): Chann
 
 /** The pg_notify call as an expression, for a statement that notifies alongside its own work. */
 export const notifyExpression = <C extends Channel>(sql: Sql | TxSql, channel: C, payload: ChannelPayloads[C]) =>
-  sql`pg_notify(${channel}, ${encodePayload(channel, payload)})`;
+  notifyEncoded(sql, channel, encodePayload(channel, payload));
+
+/** notifyExpression with its payload already encoded (encodePayload), or an `arg` of a compiled statement. */
+export const notifyEncoded = (sql: Sql | TxSql, channel: Channel, encoded: string) => sql`pg_notify(${channel}, ${encoded}::text)`;
 
 /**
  * `endpoint_presence` for every row of a statement, encoded in SQL from the row's columns (the

@@ -1,5 +1,6 @@
+import { compile, type Compiled } from '../db/compiled.ts';
 import type { Sql } from '../db/connect.ts';
-import { endpointGone, eventCtes, replayKeyHolder } from './event-insert.ts';
+import { endpointGone, eventArgs, eventCtes, eventShape, replayKeyHolder, type EventArgs, type EventShape } from './event-insert.ts';
 import type { EventInput } from './todos/index.ts';
 
 /**
@@ -14,11 +15,24 @@ export async function recordEventWithoutTodo(
   event: EventInput & { endpointId: string },
   now: Date,
 ): Promise<{ eventId: string; created: boolean }> {
-  const [row] = await sql<{ active: boolean; new_event_id: string | null }[]>`
-    with ${eventCtes(sql, event, event.endpointId, now)}
-    select exists (select 1 from ep) as active, (select id::text from new_event) as new_event_id`;
+  const [row] = await recordStatement(sql, eventShape(event)).run<{ active: boolean; new_event_id: string | null }>(sql, eventArgs(event, event.endpointId, now));
   if (!row!.active) return endpointGone(sql, event.endpointId);
   if (row!.new_event_id !== null) return { eventId: row!.new_event_id, created: true };
   const holder = await replayKeyHolder(sql, event.webhookId!, event.replay!.bodySha256, event.endpointId);
   return { eventId: holder?.eventId ?? '', created: false };
+}
+
+/** The statement for each event shape, composed once (src/db/compiled.ts). */
+const recordStatements = new Map<string, Compiled<EventArgs>>();
+
+function recordStatement(sql: Sql, shape: EventShape): Compiled<EventArgs> {
+  const key = `${shape.webhook}:${shape.replay}`;
+  let statement = recordStatements.get(key);
+  if (!statement) {
+    statement = compile<EventArgs>(sql`
+      with ${eventCtes(sql, shape)}
+      select exists (select 1 from ep) as active, (select id::text from new_event) as new_event_id`);
+    recordStatements.set(key, statement);
+  }
+  return statement;
 }

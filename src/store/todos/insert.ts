@@ -1,7 +1,8 @@
 import type { Sql } from '../../db/connect.ts';
 import { conflict } from '../../domain/errors.ts';
-import { notifyExpression } from '../channels.ts';
-import { dropEvent, endpointGone, eventCtes, replayKeyHolder, type EventInput } from '../event-insert.ts';
+import { arg, compile, type Compiled } from '../../db/compiled.ts';
+import { encodePayload, notifyEncoded } from '../channels.ts';
+import { dropEvent, endpointGone, eventArgs, eventCtes, eventShape, replayKeyHolder, type EventArgs, type EventInput, type EventShape } from '../event-insert.ts';
 import { liveKey, pushEligible } from './predicates.ts';
 import { newTodoId, type TodoRow } from './row.ts';
 
@@ -39,23 +40,23 @@ export async function insertEventAndTodo(
   now: Date,
 ): Promise<{ todo: TodoRow; created: boolean; eventId: string | null; pushEligible: boolean }> {
   const key = todo.idempotencyKey ? todo.idempotencyKey : null;
-  const ready = notifyExpression(sql, 'todo_ready', { endpointId: todo.endpointId, queue: todo.queue });
-  const [row] = await sql<(TodoRow & { active: boolean; new_event_id: string | null; push_eligible: number })[]>`
-    with ${eventCtes(sql, event, todo.endpointId, now)}, t as (
-      insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, idempotency_key,
-                         max_attempts, priority, run_at, synthetic, created_at, updated_at)
-      select ${newTodoId()}, ${todo.endpointId}, ${todo.queue}, ${todo.source ?? null}, ${todo.kind ?? null},
-             ${todo.title}, ${sql.json((todo.payload ?? {}) as never)}, new_event.id, ${key},
-             ${todo.maxAttempts ?? 5}, ${todo.priority ?? 0}, ${todo.runAt ?? null}, ${todo.synthetic ?? false}, ${now}, ${now}
-      from new_event
-      on conflict (endpoint_id, idempotency_key) where ${liveKey(sql)} do nothing
-      returning *
-    ), ready as materialized (
-      select ${ready} from t where ${pushEligible(sql, 'new_event')}
-    )
-    select exists (select 1 from ep) as active, (select id::text from new_event) as new_event_id,
-           (select count(*) from ready)::int as push_eligible, t.*, t.event_id::text as event_id
-    from (select 1) one left join t on true`;
+  const args: InsertArgs = {
+    ...eventArgs(event, todo.endpointId, now),
+    todo_id: newTodoId(),
+    queue: todo.queue,
+    source: todo.source ?? null,
+    kind: todo.kind ?? null,
+    title: todo.title,
+    // As JSON text: the driver types a parameter by its value, and a top-level array of booleans would be sent as one.
+    payload: JSON.stringify(todo.payload ?? {}),
+    key,
+    max_attempts: todo.maxAttempts ?? 5,
+    priority: todo.priority ?? 0,
+    run_at: todo.runAt ?? null,
+    synthetic: todo.synthetic ?? false,
+    ready: encodePayload('todo_ready', { endpointId: todo.endpointId, queue: todo.queue }),
+  };
+  const [row] = await insertStatement(sql, eventShape(event)).run<TodoRow & { active: boolean; new_event_id: string | null; push_eligible: number }>(sql, args);
   const { active, new_event_id: newEventId, push_eligible: eligible, ...fields } = row!;
   if (!active) return endpointGone(sql, todo.endpointId);
   if (newEventId === null) {
@@ -72,4 +73,49 @@ export async function insertEventAndTodo(
     where endpoint_id = ${todo.endpointId} and idempotency_key = ${key} and ${liveKey(sql)}`;
   if (!existing) throw conflict('a concurrent delivery with the same key is still being written; retry');
   return { todo: existing, created: false, eventId: existing.event_id, pushEligible: false };
+}
+
+interface InsertArgs extends EventArgs {
+  todo_id: string;
+  queue: string;
+  source: string | null;
+  kind: string | null;
+  title: string;
+  /** JSON text. */
+  payload: string;
+  key: string | null;
+  max_attempts: number;
+  priority: number;
+  run_at: Date | null;
+  synthetic: boolean;
+  /** The todo_ready payload (channels.ts encodes it). */
+  ready: string;
+}
+
+/** The delivery statement for each event shape, composed once (src/db/compiled.ts). */
+const insertStatements = new Map<string, Compiled<InsertArgs>>();
+
+function insertStatement(sql: Sql, shape: EventShape): Compiled<InsertArgs> {
+  const known = insertStatements.get(`${shape.webhook}:${shape.replay}`);
+  if (known) return known;
+  const a = (key: keyof InsertArgs & string) => arg<string>(key); // a placeholder: its value comes at each run
+  const statement = compile<InsertArgs>(sql`
+    with ${eventCtes(sql, shape)}, t as (
+      insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, idempotency_key,
+                         max_attempts, priority, run_at, synthetic, created_at, updated_at)
+      select ${a('todo_id')}::text, ${a('endpoint')}::uuid, ${a('queue')}::text, ${a('source')}::text, ${a('kind')}::text,
+             ${a('title')}::text, ${a('payload')}::text::jsonb, new_event.id, ${a('key')}::text,
+             ${a('max_attempts')}::int, ${a('priority')}::int, ${a('run_at')}::timestamptz, ${a('synthetic')}::boolean,
+             ${a('now')}::timestamptz, ${a('now')}::timestamptz
+      from new_event
+      on conflict (endpoint_id, idempotency_key) where ${liveKey(sql)} do nothing
+      returning *
+    ), ready as materialized (
+      select ${notifyEncoded(sql, 'todo_ready', a('ready'))} from t where ${pushEligible(sql, 'new_event')}
+    )
+    select exists (select 1 from ep) as active, (select id::text from new_event) as new_event_id,
+           (select count(*) from ready)::int as push_eligible, t.*, t.event_id::text as event_id
+    from (select 1) one left join t on true`);
+  insertStatements.set(`${shape.webhook}:${shape.replay}`, statement);
+  return statement;
 }

@@ -74,6 +74,14 @@ describe('insertEventAndTodo', () => {
     expect(ev).toEqual({ trust_mode: 'operator', verified: true });
   });
 
+  it('stores any JSON payload as it came, arrays of booleans and bare scalars included', async () => {
+    const c = await newEndpoint();
+    for (const payload of [[true, false], true, 7, 'text', [['nested'], { a: null }], { '': [false] }]) {
+      const { todo } = await insertEventAndTodo(sql, operatorEvent, { endpointId: c.endpointId, queue: 'reviews', title: 'json', payload }, clock.now());
+      expect(todo.payload).toEqual(payload);
+    }
+  });
+
   it('collapses a repeated key onto the live todo and writes nothing', async () => {
     const c = await newEndpoint();
     const a = await push(c, 'keyed', { key: 'k1' });
