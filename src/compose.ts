@@ -107,7 +107,8 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
   const webhooks = new Webhooks(base, box, baseUrl);
   const revocations = new Revocations(base, sessions, credentials);
   const readyRings = new ReadyRings(base, sessions, doorbell);
-  const todos = new TodoService(base, { doorbell: readyRings, hooks });
+  const todoWork = new TodoWork(base);
+  const todos = new TodoService(base, { doorbell: readyRings, hooks, waiters: todoWork.waiters, instanceId: directory.instanceId });
   return {
     base,
     sessions,
@@ -127,7 +128,7 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
     webhooks,
     endpoints: new EndpointService(base, { onRevoked: (endpointId) => revocations.forget(endpointId) }),
     todos,
-    todoWork: new TodoWork(base),
+    todoWork,
     ingest: new IngestService(base, { metrics, webhooks, todos, replayWindowMs: config.retentionMs }),
     boardReads: new BoardReads(base),
     humans: new Humans(base),

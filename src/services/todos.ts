@@ -33,6 +33,7 @@ import {
 } from '../store/todos/index.ts';
 import type { QueueStat } from '../lib/metrics.ts';
 import type { ServiceBase } from './base.ts';
+import type { ClaimWaiters } from './claim-waiters.ts';
 import { requireActive, type Endpoint } from './endpoints.ts';
 import type { ReadyRings } from './doorbell/ready-rings.ts';
 import type { NotifyHooks } from './notify-hooks.ts';
@@ -90,6 +91,13 @@ export const queueStats = (base: ServiceBase): Promise<QueueStat[]> => queueStat
 export interface TodoFanOut {
   doorbell?: Pick<ReadyRings, 'ringReady'>;
   hooks?: Pick<NotifyHooks, 'announceTodo'>;
+  /** This instance's long-polling claims (other instances' hear the todo_ready broadcast). */
+  waiters?: Pick<ClaimWaiters, 'ready'>;
+  /**
+   * This instance's id in the session directory. With it, a push broadcasts todo_ready only while
+   * another instance is registered (insertEventAndTodo); without it, always.
+   */
+  instanceId?: string;
   /** Anything else that wants to know (tests). */
   onTodoReady?: (todo: TodoRow) => void;
 }
@@ -111,7 +119,7 @@ export class TodoService {
   }
 
   async push(event: EventInput, todo: NewTodo, now: Date = this.#base.clock.now()): Promise<Pushed> {
-    const { todo: row, created, eventId, pushEligible } = await insertEventAndTodo(this.#base.sql, event, todo, now);
+    const { todo: row, created, eventId, pushEligible } = await insertEventAndTodo(this.#base.sql, event, todo, now, this.#fanOut.instanceId ?? null);
     if (created && pushEligible) this.#fanOutReady(row, 'created');
     return { todo: row, created, eventId };
   }
@@ -193,6 +201,7 @@ export class TodoService {
   /** After commit: this instance's doorbell and notify hooks hear of a todo that became ready. */
   #fanOutReady(row: TodoRow, reason: 'created' | 'requeued'): void {
     this.#fanOut.doorbell?.ringReady(row);
+    this.#fanOut.waiters?.ready(row.endpoint_id, row.queue);
     this.#fanOut.hooks?.announceTodo(row, reason);
     this.#fanOut.onTodoReady?.(row);
   }

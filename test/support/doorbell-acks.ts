@@ -53,9 +53,10 @@ export function capturingLogger() {
 }
 
 /**
- * Counts creation and wakeup rings per todo on an app. A push rings once from its own request and
- * once more from its todo_ready echo (gated); tests wait for both before moving the clock, or a
- * late echo would find its gate expired and ring again.
+ * Counts creation and wakeup rings per todo on an app. A push rings once from its own request and,
+ * while another instance is registered (only then is todo_ready broadcast), once more from its
+ * echo (gated); tests wait for both before moving the clock, or a late echo would find its gate
+ * expired and ring again.
  */
 const readyCalls = new WeakMap<App, Map<string, number>>();
 export function instrument<T extends App>(a: T): T {
@@ -68,7 +69,10 @@ export function instrument<T extends App>(a: T): T {
   };
   return a;
 }
-const echoed = (a: App, todoId: string) => until(() => (readyCalls.get(a)?.get(todoId) ?? 0) >= 2, 'the todo_ready echo');
+const echoed = async (a: App, todoId: string) => {
+  const [{ n }] = (await db.sql`select count(*)::int as n from instances`) as unknown as [{ n: number }];
+  await until(() => (readyCalls.get(a)?.get(todoId) ?? 0) >= (n > 1 ? 2 : 1), 'the todo_ready echo');
+};
 
 export let db: Awaited<ReturnType<typeof migratedDatabase>>;
 export let app: TestApp;

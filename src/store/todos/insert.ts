@@ -29,7 +29,11 @@ export interface NewTodo {
  * and active (a revocation that committed first leaves nothing written, one that comes later waits
  * and dead-letters the todo), the signed body's replay key claimed, the event and the todo
  * inserted, the webhook's last delivery touched, and, when the todo passes the sender gate, the
- * `todo_ready` wakeup (delivered at commit). A body this webhook already received within the
+ * `todo_ready` wakeup (delivered at commit) unless `instanceId` names the pushing instance and no
+ * other instance is registered: a NOTIFY serializes the commits of every transaction that sends
+ * one, and the pusher hears of its own todo directly (TodoService's fan-out). An instance that
+ * registers later catches up on what became ready meanwhile (its LISTEN catch-up, the stream
+ * digest, the long-poll's look again). A body this webhook already received within the
  * window writes nothing and answers with the todo it made; an idempotency key that matches a live
  * todo of the endpoint answers with that todo (created=false).
  */
@@ -38,6 +42,7 @@ export async function insertEventAndTodo(
   event: EventInput,
   todo: NewTodo,
   now: Date,
+  instanceId: string | null = null,
 ): Promise<{ todo: TodoRow; created: boolean; eventId: string | null; pushEligible: boolean }> {
   const key = todo.idempotencyKey ? todo.idempotencyKey : null;
   const args: InsertArgs = {
@@ -55,9 +60,10 @@ export async function insertEventAndTodo(
     run_at: todo.runAt ?? null,
     synthetic: todo.synthetic ?? false,
     ready: encodePayload('todo_ready', { endpointId: todo.endpointId, queue: todo.queue }),
+    instance: instanceId,
   };
-  const [row] = await insertStatement(sql, eventShape(event)).run<TodoRow & { active: boolean; new_event_id: string | null; push_eligible: number }>(sql, args);
-  const { active, new_event_id: newEventId, push_eligible: eligible, ...fields } = row!;
+  const [row] = await insertStatement(sql, eventShape(event)).run<TodoRow & { active: boolean; new_event_id: string | null; push_eligible: number; woken: number }>(sql, args);
+  const { active, new_event_id: newEventId, push_eligible: eligible, woken: _woken, ...fields } = row!;
   if (!active) return endpointGone(sql, todo.endpointId);
   if (newEventId === null) {
     // A replay: this body already came to this webhook within the window.
@@ -90,6 +96,8 @@ interface InsertArgs extends EventArgs {
   synthetic: boolean;
   /** The todo_ready payload (channels.ts encodes it). */
   ready: string;
+  /** The pushing instance (its directory id), or null to wake every instance whoever is registered. */
+  instance: string | null;
 }
 
 /** The delivery statement for each event shape, composed once (src/db/compiled.ts). */
@@ -110,11 +118,15 @@ function insertStatement(sql: Sql, shape: EventShape): Compiled<InsertArgs> {
       from new_event
       on conflict (endpoint_id, idempotency_key) where ${liveKey(sql)} do nothing
       returning *
-    ), ready as materialized (
-      select ${notifyEncoded(sql, 'todo_ready', a('ready'))} from t where ${pushEligible(sql, 'new_event')}
+    ), eligible as materialized (
+      select 1 from t where ${pushEligible(sql, 'new_event')}
+    ), woken as materialized (
+      select ${notifyEncoded(sql, 'todo_ready', a('ready'))} from eligible
+      where ${a('instance')}::text is null or exists (select 1 from instances i where i.id <> ${a('instance')}::text)
     )
     select exists (select 1 from ep) as active, (select id::text from new_event) as new_event_id,
-           (select count(*) from ready)::int as push_eligible, t.*, t.event_id::text as event_id
+           (select count(*) from eligible)::int as push_eligible, (select count(*) from woken)::int as woken,
+           t.*, t.event_id::text as event_id
     from (select 1) one left join t on true`);
   insertStatements.set(`${shape.webhook}:${shape.replay}`, statement);
   return statement;

@@ -115,6 +115,48 @@ describe('insertEventAndTodo', () => {
   });
 });
 
+describe('insertEventAndTodo: the todo_ready wakeup', () => {
+  /** The todo_ready payloads heard while `run` pushes, on a LISTEN connection of the test's own. */
+  async function heardDuring(run: () => Promise<unknown>): Promise<string[]> {
+    const heard: string[] = [];
+    const listener = await sql.listen('todo_ready', (payload) => void heard.push(payload));
+    try {
+      await run();
+      await sql`select pg_notify('todo_ready', 'marker')`;
+      const deadline = Date.now() + 5000;
+      while (!heard.includes('marker') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      return heard.filter((p) => p !== 'marker');
+    } finally {
+      await listener.unlisten();
+    }
+  }
+  const pushAs = (c: Caller, instanceId: string | null) =>
+    insertEventAndTodo(sql, operatorEvent, { endpointId: c.endpointId, queue: 'reviews', title: 'wake' }, clock.now(), instanceId);
+
+  it('is broadcast when another instance is registered, or when the pusher does not say which it is', async () => {
+    const c = await newEndpoint();
+    await sql`insert into instances (id, started_at, heartbeat_at, version) values ('i_other', now(), now(), 'test')`;
+    try {
+      expect(await heardDuring(() => pushAs(c, 'i_me'))).toEqual([`${c.endpointId}:reviews`]);
+    } finally {
+      await sql`delete from instances where id = 'i_other'`;
+    }
+    expect(await heardDuring(() => pushAs(c, null))).toEqual([`${c.endpointId}:reviews`]);
+  });
+
+  it('is not broadcast while the pushing instance is the only one registered; the push still reports it ready', async () => {
+    const c = await newEndpoint();
+    await sql`insert into instances (id, started_at, heartbeat_at, version) values ('i_me', now(), now(), 'test')`;
+    try {
+      let pushed: Awaited<ReturnType<typeof pushAs>> | undefined;
+      expect(await heardDuring(async () => (pushed = await pushAs(c, 'i_me')))).toEqual([]);
+      expect(pushed).toMatchObject({ created: true, pushEligible: true });
+    } finally {
+      await sql`delete from instances where id = 'i_me'`;
+    }
+  });
+});
+
 describe('claimTodo / claimNextTodo', () => {
   it('claims the oldest pending todo first and sets owner, lease and attempt', async () => {
     const c = await newEndpoint();
