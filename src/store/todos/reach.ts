@@ -11,6 +11,7 @@ export interface Caller {
   endpointId: string;
   /** `agent:<agent_id>`: every session of one agent acts as the same owner. */
   owner: string;
+  /** The granted queues (or, in a statement composed once, an `arg` standing for them). */
   queues: readonly string[];
   /** The MCP session acting, recorded on the claims it makes. */
   sessionId?: string | null;
@@ -22,7 +23,7 @@ export interface Caller {
  */
 export const withinReach = (sql: Sql | TxSql, caller: Caller, id: string, opts: { includeSynthetic?: boolean } = {}) => sql`
   id = ${id} and endpoint_id = ${caller.endpointId} ${opts.includeSynthetic ? sql`` : sql`and not synthetic`}
-  and queue = any(${sql.array([...caller.queues])}::text[]) and queue <> ${RESERVED_QUEUE}`;
+  and queue = any(${Array.isArray(caller.queues) ? sql.array([...caller.queues]) : caller.queues}::text[]) and queue <> ${RESERVED_QUEUE}`;
 
 /**
  * Explains why a conditional update on `id` touched nothing, probing only within the caller's

@@ -266,6 +266,17 @@ describe('heartbeat, complete, fail, release', () => {
     expect(hb.attempt).toBe(1);
   });
 
+  it('complete and fail store any JSON result as given; no result, or JSON null, stores none', async () => {
+    const c = await newEndpoint();
+    for (const [result, stored] of [[[true, false], [true, false]], ['text', 'text'], [0, 0], [null, null], [undefined, null]] as const) {
+      for (const finish of [completeTodo, failTodo]) {
+        const t = await push(c, 'x');
+        await claimTodo(sql, c, t.todo.id, 60, clock.now());
+        expect((await finish(sql, c, t.todo.id, result, clock.now())).result).toEqual(stored);
+      }
+    }
+  });
+
   it('complete finishes the todo with its result; a second complete is a conflict', async () => {
     const c = await newEndpoint();
     const t = await push(c, 'x');
