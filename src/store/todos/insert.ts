@@ -125,6 +125,7 @@ function insertStatement(sql: Sql, shape: EventShape): Compiled<InsertArgs> {
       where ${a('instance')}::text is null or exists (select 1 from instances i where i.id <> ${a('instance')}::text)
     )
     select exists (select 1 from ep) as active, (select id::text from new_event) as new_event_id,
+           -- Read so that the notify runs: PostgreSQL skips a plain SELECT CTE nothing reads.
            (select count(*) from eligible)::int as push_eligible, (select count(*) from woken)::int as woken,
            t.*, t.event_id::text as event_id
     from (select 1) one left join t on true`);
