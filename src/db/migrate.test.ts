@@ -27,6 +27,20 @@ describe('migrate', () => {
     expect(await migrate(a!)).toEqual([]);
   });
 
+  it('compresses bodies, payloads and results with lz4 where the server has it (0018)', async () => {
+    const sql = connect(db.url, { max: 1 });
+    pools.push(sql);
+    await migrate(sql);
+    const [{ lz4 }] = (await sql`
+      select exists (select 1 from pg_settings where name = 'default_toast_compression' and 'lz4' = any (enumvals)) as lz4`) as unknown as [{ lz4: boolean }];
+    const columns = await sql<{ col: string; compression: string }[]>`
+      select attrelid::regclass::text || '.' || attname as col, attcompression::text as compression from pg_attribute
+      where (attrelid = 'todos'::regclass and attname in ('payload', 'result')) or (attrelid = 'events'::regclass and attname in ('payload', 'headers'))
+      order by 1`;
+    const expected = lz4 ? 'l' : '';
+    expect(columns).toEqual(['events.headers', 'events.payload', 'todos.payload', 'todos.result'].map((col) => ({ col, compression: expected })));
+  });
+
   it('rolls a failing file back and names it', async () => {
     const other = await createTestDatabase();
     const sql = connect(other.url, { max: 1 });
