@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../test/support/app.ts';
-import { arg, compile } from './compiled.ts';
+import { arg, compile, compiledPer } from './compiled.ts';
 
 let db: Awaited<ReturnType<typeof migratedDatabase>>;
 beforeAll(async () => {
@@ -33,6 +33,19 @@ describe('compile', () => {
     const c = compile<{ n: number }>(sql`select ${arg<number>('n')}::int as ${sql('my column')}`);
     expect(c.text).toBe('select $1::int as "my column"');
     expect(await c.run(sql, { n: 7 })).toEqual([{ 'my column': 7 }]);
+  });
+
+  it('compiledPer composes each variant once, on first use', async () => {
+    const composed: number[] = [];
+    const statementFor = compiledPer<number, { n: number }>(
+      (k) => k,
+      (sql, k) => (composed.push(k), sql`select ${arg<number>('n')}::int + ${k}::int as sum`),
+    );
+    expect(await statementFor(db.sql, 1).run(db.sql, { n: 2 })).toEqual([{ sum: 3 }]);
+    expect(await statementFor(db.sql, 1).run(db.sql, { n: 5 })).toEqual([{ sum: 6 }]);
+    expect(await statementFor(db.sql, 10).run(db.sql, { n: 5 })).toEqual([{ sum: 15 }]);
+    expect(statementFor(db.sql, 1)).toBe(statementFor(db.sql, 1));
+    expect(composed).toEqual([1, 10]);
   });
 
   it('refuses a run missing a value, naming it, and a statement that is not a postgres.js query', async () => {

@@ -16,6 +16,12 @@ class Arg {
 /** A value given at each run of a compiled statement, standing in for a `T` while it is composed. */
 export const arg = <T>(key: string): T => new Arg(key) as unknown as T;
 
+/** `arg` restricted to the keys of one statement's values (typed as text while composing). */
+export const argsOf =
+  <Args extends Record<string, unknown>>() =>
+  (key: keyof Args & string): string =>
+    arg<string>(key);
+
 interface Fragment {
   strings: readonly string[];
   args: readonly unknown[];
@@ -76,5 +82,25 @@ export function compile<Args extends Record<string, unknown>>(statement: unknown
       });
       return sql.unsafe(text, params as never[], { prepare: true }) as unknown as Promise<Row[]>;
     },
+  };
+}
+
+/**
+ * One compiled statement per variant of a statement (a number of queues, an event shape, a
+ * transition), composed on first use: `keyOf` names the variant, `compose` writes it.
+ */
+export function compiledPer<V, Args extends Record<string, unknown>>(
+  keyOf: (variant: V) => string | number,
+  compose: (sql: Sql, variant: V) => unknown,
+): (sql: Sql, variant: V) => Compiled<Args> {
+  const known = new Map<string | number, Compiled<Args>>();
+  return (sql, variant) => {
+    const key = keyOf(variant);
+    let statement = known.get(key);
+    if (!statement) {
+      statement = compile<Args>(compose(sql, variant));
+      known.set(key, statement);
+    }
+    return statement;
   };
 }

@@ -1,4 +1,4 @@
-import { arg } from '../db/compiled.ts';
+import { arg, argsOf } from '../db/compiled.ts';
 import type { Sql } from '../db/connect.ts';
 import { endpointRevoked } from './endpoints.ts';
 import type { TodoRow } from './todos/row.ts';
@@ -39,6 +39,9 @@ export interface EventShape {
 }
 
 export const eventShape = (event: EventInput): EventShape => ({ webhook: !!event.webhookId, replay: !!(event.replay && event.webhookId) });
+
+/** The name of a shape's compiled statement. */
+export const shapeKey = (shape: EventShape): string => `${shape.webhook}:${shape.replay}`;
 
 /** The values eventCtes' statement takes at each run (src/db/compiled.ts). */
 export interface EventArgs extends Record<string, unknown> {
@@ -96,7 +99,7 @@ export function eventArgs(event: EventInput, endpointId: string, now: Date): Eve
  * nothing. A key older than the window is taken over, so that body is new again.
  */
 export function eventCtes(sql: Sql, shape: EventShape) {
-  const a = (key: keyof EventArgs & string) => arg<string>(key); // a placeholder: its value comes at each run
+  const a = argsOf<EventArgs>();
   const now = sql`${a('now')}::timestamptz`;
   const webhook = sql`${a('ev_webhook')}::uuid`;
   const claimKey = shape.replay

@@ -1,6 +1,6 @@
-import { compile, type Compiled } from '../db/compiled.ts';
+import { compiledPer } from '../db/compiled.ts';
 import type { Sql } from '../db/connect.ts';
-import { endpointGone, eventArgs, eventCtes, eventShape, replayKeyHolder, type EventArgs, type EventShape } from './event-insert.ts';
+import { endpointGone, eventArgs, eventCtes, eventShape, replayKeyHolder, shapeKey, type EventArgs, type EventShape } from './event-insert.ts';
 import type { EventInput } from './todos/index.ts';
 
 /**
@@ -23,16 +23,9 @@ export async function recordEventWithoutTodo(
 }
 
 /** The statement for each event shape, composed once (src/db/compiled.ts). */
-const recordStatements = new Map<string, Compiled<EventArgs>>();
-
-function recordStatement(sql: Sql, shape: EventShape): Compiled<EventArgs> {
-  const key = `${shape.webhook}:${shape.replay}`;
-  let statement = recordStatements.get(key);
-  if (!statement) {
-    statement = compile<EventArgs>(sql`
-      with ${eventCtes(sql, shape)}
-      select exists (select 1 from ep) as active, (select id::text from new_event) as new_event_id`);
-    recordStatements.set(key, statement);
-  }
-  return statement;
-}
+const recordStatement = compiledPer<EventShape, EventArgs>(
+  shapeKey,
+  (sql, shape) => sql`
+    with ${eventCtes(sql, shape)}
+    select exists (select 1 from ep) as active, (select id::text from new_event) as new_event_id`,
+);

@@ -1,4 +1,4 @@
-import { arg, compile, type Compiled } from '../../db/compiled.ts';
+import { arg, compiledPer } from '../../db/compiled.ts';
 import type { Sql, TxSql } from '../../db/connect.ts';
 import { RESERVED_QUEUE } from '../../domain/scope.ts';
 import { acknowledgeRing, ackedRingColumns, type AckedRing } from '../rings.ts';
@@ -149,11 +149,7 @@ interface ClaimNextArgs extends Record<string, unknown> {
 }
 
 /** claim_next's statement for a given number of queues, composed once (src/db/compiled.ts). */
-const claimNextStatements = new Map<number, Compiled<ClaimNextArgs>>();
-
-function claimNextStatement(sql: Sql, queueCount: number): Compiled<ClaimNextArgs> {
-  const known = claimNextStatements.get(queueCount);
-  if (known) return known;
+const claimNextStatement = compiledPer<number, ClaimNextArgs>((queueCount) => queueCount, (sql, queueCount) => {
   const now = arg<Date>('now');
   const caller: Caller = { endpointId: arg('endpoint'), owner: arg('owner'), sessionId: arg('session'), queues: [] };
   const eligible = sql`endpoint_id = ${caller.endpointId} and not synthetic and (assignee is null or assignee = ${caller.owner})`;
@@ -173,7 +169,7 @@ function claimNextStatement(sql: Sql, queueCount: number): Compiled<ClaimNextArg
     sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueRetry} ${first})`,
   ];
   const candidates = branches.reduce((all, b) => sql`${all} union all ${b}`);
-  const statement = compile<ClaimNextArgs>(sql`
+  return sql`
     with picked as materialized (
       select l.id from (${candidates}) c
       cross join lateral (
@@ -186,10 +182,8 @@ function claimNextStatement(sql: Sql, queueCount: number): Compiled<ClaimNextArg
       update todos t set ${claimSet(sql, caller, now, arg<number>('lease'), arg<string | null>('hash'))}
       from picked where t.id = picked.id
       returning t.*
-    ), ${withAcknowledgements(sql, caller, now)}`);
-  claimNextStatements.set(queueCount, statement);
-  return statement;
-}
+    ), ${withAcknowledgements(sql, caller, now)}`;
+});
 
 /** How many times claim_next looks again (after 10, 20, 30 ms) when it skipped only rows locked by someone else. */
 const CLAIM_LOCK_RETRIES = 3;

@@ -1,8 +1,8 @@
 import type { Sql } from '../../db/connect.ts';
 import { conflict } from '../../domain/errors.ts';
-import { arg, compile, type Compiled } from '../../db/compiled.ts';
+import { argsOf, compiledPer } from '../../db/compiled.ts';
 import { encodePayload, notifyEncoded } from '../channels.ts';
-import { dropEvent, endpointGone, eventArgs, eventCtes, eventShape, replayKeyHolder, type EventArgs, type EventInput, type EventShape } from '../event-insert.ts';
+import { dropEvent, endpointGone, eventArgs, eventCtes, eventShape, replayKeyHolder, shapeKey, type EventArgs, type EventInput, type EventShape } from '../event-insert.ts';
 import { liveKey, pushEligible } from './predicates.ts';
 import { newTodoId, type TodoRow } from './row.ts';
 
@@ -101,13 +101,9 @@ interface InsertArgs extends EventArgs {
 }
 
 /** The delivery statement for each event shape, composed once (src/db/compiled.ts). */
-const insertStatements = new Map<string, Compiled<InsertArgs>>();
-
-function insertStatement(sql: Sql, shape: EventShape): Compiled<InsertArgs> {
-  const known = insertStatements.get(`${shape.webhook}:${shape.replay}`);
-  if (known) return known;
-  const a = (key: keyof InsertArgs & string) => arg<string>(key); // a placeholder: its value comes at each run
-  const statement = compile<InsertArgs>(sql`
+const insertStatement = compiledPer<EventShape, InsertArgs>(shapeKey, (sql, shape) => {
+  const a = argsOf<InsertArgs>();
+  return sql`
     with ${eventCtes(sql, shape)}, t as (
       insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, idempotency_key,
                          max_attempts, priority, run_at, synthetic, created_at, updated_at)
@@ -128,7 +124,5 @@ function insertStatement(sql: Sql, shape: EventShape): Compiled<InsertArgs> {
            -- Read so that the notify runs: PostgreSQL skips a plain SELECT CTE nothing reads.
            (select count(*) from eligible)::int as push_eligible, (select count(*) from woken)::int as woken,
            t.*, t.event_id::text as event_id
-    from (select 1) one left join t on true`);
-  insertStatements.set(`${shape.webhook}:${shape.replay}`, statement);
-  return statement;
-}
+    from (select 1) one left join t on true`;
+});

@@ -1,4 +1,4 @@
-import { arg, compile, type Compiled } from '../../db/compiled.ts';
+import { argsOf, compiledPer } from '../../db/compiled.ts';
 import type { Sql, TxSql } from '../../db/connect.ts';
 import { retryBackoffSeconds } from '../../domain/lifecycle.ts';
 import { refusal, withinReach, type Caller } from './reach.ts';
@@ -21,7 +21,7 @@ interface HeldArgs extends Record<string, unknown> {
 }
 
 /** Placeholders for the values of HeldArgs while a statement is composed. */
-const a = (key: keyof HeldArgs & string) => arg<string>(key);
+const a = argsOf<HeldArgs>();
 
 /** What each transition writes, over the todo the caller holds. */
 function assignments(sql: Sql, what: Transition) {
@@ -48,21 +48,17 @@ function assignments(sql: Sql, what: Transition) {
 }
 
 /** Each transition's statement, composed once (src/db/compiled.ts). */
-const heldStatements = new Map<Transition, Compiled<HeldArgs>>();
-
-function heldStatement(sql: Sql, what: Transition): Compiled<HeldArgs> {
-  let statement = heldStatements.get(what);
-  if (!statement) {
+const heldStatement = compiledPer<Transition, HeldArgs>(
+  (what) => what,
+  (sql, what) => {
     const caller: Caller = { endpointId: a('endpoint'), owner: a('owner'), queues: a('queues') as unknown as string[] };
-    statement = compile<HeldArgs>(sql`
+    return sql`
       update todos set ${assignments(sql, what)}
       where ${withinReach(sql, caller, a('id'))} and state = 'claimed' and owner = ${caller.owner}::text
         and lease_token_hash is not distinct from ${a('hash')}::text
-      returning *, event_id::text as event_id`);
-    heldStatements.set(what, statement);
-  }
-  return statement;
-}
+      returning *, event_id::text as event_id`;
+  },
+);
 
 /**
  * Shared shape of heartbeat/complete/fail/release: the caller must hold the live claim, and a
