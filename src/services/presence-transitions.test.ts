@@ -254,16 +254,29 @@ describe('a missed broadcast', () => {
 });
 
 describe('two instances at a shift start', () => {
-  it('the sweep on B claims it: one digest reaches one of the sessions, nobody is rung singly', async () => {
-    const day = '2026-10-26'; // Monday
+  /** At 08:30 on `day`, before the shift: a second instance B and an endpoint with the shift; B stops after `run`. */
+  async function withTwoHeld(day: string, run: (b: TestApp, e: Vended) => Promise<void>) {
     app.clock.set(`${day}T08:30:00Z`);
     const b = await startTestApp(db.url, new ManualClock(app.clock.now()));
     try {
       const e = await vend();
       await api('PUT', `/api/v1/endpoints/${e.slug}/shift`, { shift: SHIFT });
+      await run(b, e);
+    } finally {
+      await b.stop();
+    }
+  }
+  const pushTwo = async (e: Vended) => [await push(e, 'one'), await push(e, 'two')];
+  const shiftStarts = (day: string, b: TestApp) => {
+    for (const c of [app.clock, b.clock]) c.set(`${day}T09:00:10Z`);
+  };
+
+  it('the sweep on B claims it: one digest reaches one of the sessions, nobody is rung singly', async () => {
+    const day = '2026-10-26'; // Monday
+    await withTwoHeld(day, async (b, e) => {
       const [onA, onB] = [await agent(e, app), await agent(e, b)];
-      const ids = [await push(e, 'one'), await push(e, 'two')];
-      for (const c of [app.clock, b.clock]) c.set(`${day}T09:00:10Z`);
+      const ids = await pushTwo(e);
+      shiftStarts(day, b);
       await sweep(b);
       await sweep(app);
       await app.presence.evaluate();
@@ -271,20 +284,15 @@ describe('two instances at a shift start', () => {
       await settle(200);
       expect([...onA.heard, ...onB.heard].map((n) => n.params.meta.kind)).toEqual(['digest']);
       expect(await ringAttempts(ids)).toEqual([0, 0]);
-    } finally {
-      await b.stop();
-    }
+    });
   });
+
   it('a sweep on the other instance between the claim and the digest rings nothing singly', async () => {
     const day = '2026-11-02'; // Monday
-    app.clock.set(`${day}T08:30:00Z`);
-    const b = await startTestApp(db.url, new ManualClock(app.clock.now()));
-    try {
-      const e = await vend();
-      await api('PUT', `/api/v1/endpoints/${e.slug}/shift`, { shift: SHIFT });
+    await withTwoHeld(day, async (b, e) => {
       const onB = await agent(e, b);
-      const ids = [await push(e, 'one'), await push(e, 'two')];
-      for (const c of [app.clock, b.clock]) c.set(`${day}T09:00:10Z`);
+      const ids = await pushTwo(e);
+      shiftStarts(day, b);
       // A claims the return; its digest is still on its way (it has not marked the backlog).
       const digestInFlight = vi.spyOn(app.presence, 'sendDigest').mockResolvedValue(false);
       try {
@@ -300,8 +308,6 @@ describe('two instances at a shift start', () => {
       for (const c of [app.clock, b.clock]) c.advance(5 * 60_000);
       expect(await sweep(b)).toBe(2);
       await until(() => onB.heard.length >= 2, 'the two rings');
-    } finally {
-      await b.stop();
-    }
+    });
   });
 });
