@@ -194,7 +194,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
             running.server.closeAllConnections();
             await settleWithin(running.close(), SHUTDOWN_STEP_MS);
           }
-          await settleWithin(Promise.all(loops), SHUTDOWN_STEP_MS);
+          await settleWithin(Promise.all([...loops, services.presence.reconnectsSettled()]), SHUTDOWN_STEP_MS);
           if ((await settleWithin(hooks.stop(), SHUTDOWN_STEP_MS)) === 'timeout') log.warn({ after_ms: SHUTDOWN_STEP_MS }, 'notify-hook deliveries still in flight at shutdown');
           await db.close();
           log.info('switchboard stopped');

@@ -248,6 +248,22 @@ describe('reconnect digest', () => {
     // 25 reconnects over 12.5 minutes: one digest at the start, one more after 10 minutes.
     expect(digests).toBe(2);
   }, 60_000);
+
+  it('counts what was waiting when the stream attached, not a todo that became ready while the digest was decided', async () => {
+    const e = await vend();
+    const attachAt = app.clock.now();
+    const waiting = await push(e, 'waiting');
+    // The digest is decided asynchronously after the attach. A todo that became ready after the
+    // attach but before the digest's read stands here as one pushed at a later moment of the clock.
+    app.clock.set(new Date(attachAt.getTime() + 50));
+    const late = await push(e, 'ready after the attach');
+    app.clock.set(attachAt);
+    const a = await agent(e);
+    await until(() => a.digests().length === 1, 'the reconnect digest');
+    expect(a.digests()[0]!.params.meta).toMatchObject({ reason: 'reconnect', pending: '1' });
+    await until(async () => (await todoRow(waiting)).last_ringed_at !== null, 'the digest mark');
+    expect((await todoRow(late)).last_ringed_at).toBeNull();
+  });
 });
 
 describe('operator presence controls', () => {

@@ -83,6 +83,7 @@ function storedReason(row: PresenceRow): DigestReason {
  * the digests sent when an endpoint comes back in. Every decision goes through presence.effective.
  */
 export class PresenceService {
+  readonly #reconnectsInFlight = new Set<Promise<void>>();
   readonly #reconnectGate: DoorbellGate;
   /** Endpoint id -> presence_changed_at of the last in-transition this instance claimed (and digested). */
   readonly #ownClaims = new Map<string, number>();
@@ -106,10 +107,16 @@ export class PresenceService {
     this.#reconnectGate = new DoorbellGate(this.clock, RECONNECT_DIGEST_GATE_MS);
     cache.whenUnclaimed((endpointId) => void this.claim(endpointId));
     sessions.on('endpointStreamAttached', (endpointId) => {
-      void this.#reconnectDigest(endpointId).catch((err: unknown) =>
-        this.log.warn({ endpoint_id: endpointId, err: (err as Error).message }, 'reconnect digest failed'),
-      );
+      const deciding = this.#reconnectDigest(endpointId, this.clock.now())
+        .catch((err: unknown) => this.log.warn({ endpoint_id: endpointId, err: (err as Error).message }, 'reconnect digest failed'))
+        .finally(() => this.#reconnectsInFlight.delete(deciding));
+      this.#reconnectsInFlight.add(deciding);
     });
+  }
+
+  /** Resolves once every reconnect digest being decided now is sent or dropped (shutdown; tests that push right after connecting). */
+  async reconnectsSettled(): Promise<void> {
+    await Promise.all([...this.#reconnectsInFlight]);
   }
 
   /** The presence delivery follows, of an endpoint with sessions here: in only once its return was claimed. */
@@ -319,11 +326,16 @@ export class PresenceService {
     return true;
   }
 
-  /** An in endpoint's first open stream here: one reconnect digest, at most every 10 minutes. */
-  async #reconnectDigest(endpointId: string): Promise<void> {
+  /**
+   * An in endpoint's first open stream here: one reconnect digest, at most every 10 minutes. It
+   * counts what was waiting when the stream attached; a todo that becomes ready while the digest is
+   * being decided is the single ring's, so the agent does not hear it twice. A todo ready in the
+   * same millisecond is counted: a doorbell heard twice is better than one not heard.
+   */
+  async #reconnectDigest(endpointId: string, attachedAt: Date): Promise<void> {
     if (!this.cache.has(endpointId)) await this.cache.load(endpointId);
     if (this.presenceOf(endpointId) !== 'in') return;
-    const backlog = await pushEligibleBacklog(this.sql, endpointId);
+    const backlog = await pushEligibleBacklog(this.sql, endpointId, attachedAt);
     if (backlog.length === 0 || !this.#reconnectGate.first(`digest:${endpointId}`)) return;
     await this.sendDigest(endpointId, 'reconnect', backlog);
   }

@@ -60,11 +60,15 @@ export interface BacklogTodo {
   created_at: Date;
 }
 
-/** The push-eligible pending todos of one endpoint: what a digest counts. */
-export async function pushEligibleBacklog(sql: Sql, endpointId: string): Promise<BacklogTodo[]> {
+/**
+ * The push-eligible pending todos of one endpoint: what a digest counts. With `readyBy`, only those
+ * that became ready (created or re-queued) no later than that moment.
+ */
+export async function pushEligibleBacklog(sql: Sql, endpointId: string, readyBy?: Date): Promise<BacklogTodo[]> {
   return sql<BacklogTodo[]>`
     select t.id, t.queue, t.created_at from todos t
     where t.endpoint_id = ${endpointId} and ${pushEligible(sql)}
+      ${readyBy ? sql`and t.updated_at <= ${readyBy}` : sql``}
     order by t.created_at, t.seq`;
 }
 
