@@ -161,12 +161,12 @@ describe('a live-update stream that stops reading', () => {
       // The other keeps dropping: once STALL_LIMIT_MS have passed on the clock, the next look closes it.
       expect(srv.lines.some((l) => l.msg.includes('closed'))).toBe(false);
       srv.clock.advance(STALL_LIMIT_MS);
-      await until(() => srv.lines.some((l) => l.msg.includes('closed')), 'the stalled stream closed', 10_000);
+      await until(() => srv.lines.some((l) => l.msg.includes('closed')), 'the stalled stream closed', 30_000);
       const closed = srv.lines.filter((l) => l.msg.includes('closed'));
       expect(closed).toHaveLength(1);
       expect(closed[0]!.unsent_bytes).toBeLessThanOrEqual(MAX_BUFFERED_BYTES);
       stuck.resume();
-      await within(stuck.closed, 10_000, 'the stalled socket closed');
+      await within(stuck.closed, 30_000, 'the stalled socket closed');
       // The reading one is still open and still gets frames.
       const before = recovering.bytes;
       await until(() => recovering.bytes > before + 100_000, 'frames for the reading stream', 10_000);
