@@ -188,13 +188,12 @@ export class TodoWork {
     }
   }
 
-  /** The next todo now: a self-test todo whose doorbell rang comes before real work. */
+  /** The next todo now: a self-test todo whose doorbell rang comes before real work (one statement). */
   async #claimNextNow(w: Worker, queues: readonly string[], opts: LeaseOptions) {
-    const test = await this.#claimOwnTest(w, null, queues);
-    if (test) return { view: { empty: false, todo: selfTestView(test) }, ackedRings: test.acked_rings };
     const fence = mintFence(opts.requireFence);
     const row = await claimNextTodo(this.base.sql, callerOf(w), queues, leaseSeconds(opts.leaseTtlSeconds), this.base.clock.now(), fence.hash);
     if (!row) return { view: { empty: true }, ackedRings: null };
+    if (row.synthetic) return { view: { empty: false, todo: selfTestView(row) }, ackedRings: row.acked_rings };
     const view = fence.token ? { empty: false, todo: fullTodo(row), lease_token: fence.token } : { empty: false, todo: fullTodo(row) };
     return { view, ackedRings: row.acked_rings };
   }

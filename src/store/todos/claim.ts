@@ -83,7 +83,8 @@ function notClaimable(t: TodoRow, now: Date): string {
 
 /**
  * Claims the next claimable todo across the caller's queues (highest priority first, then the
- * oldest), or returns null when none is.
+ * oldest), or returns null when none is. A self-test todo whose doorbell rang comes first: its
+ * claim completes it (claimSet), in the same one statement.
  *
  * The candidates come in that order from one ordered index scan per queue over the due pending
  * rows (todos_claim_scan_idx), merged with the few delayed todos come due that the reaper has not
@@ -169,14 +170,27 @@ const claimNextStatement = compiledPer<number, ClaimNextArgs>((queueCount) => qu
     sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueRetry} ${first})`,
   ];
   const candidates = branches.reduce((all, b) => sql`${all} union all ${b}`);
+  // The endpoint's ringing self-test comes before real work; when there is one, the limit stops
+  // the append before the real candidates are scanned or locked.
   return sql`
-    with picked as materialized (
-      select l.id from (${candidates}) c
-      cross join lateral (
-        select t.id from todos t where t.id = c.id and ${claimable(sql, caller.owner, now)}
-        for update skip locked
-      ) l
-      order by c.priority desc, c.created_at, c.seq
+    with own_test as materialized (
+      select t.id from todos t
+      where t.id = (
+          select d.todo_id from doorbell_tests d
+          where d.endpoint_id = ${caller.endpointId} and d.claimed_at is null and ${selfTestRinging(sql, now)}
+          order by d.created_at desc limit 1)
+        and t.endpoint_id = ${caller.endpointId} and t.synthetic and ${inWanted} and ${claimable(sql, caller.owner, now)}
+      for update skip locked
+    ), picked as materialized (
+      (select id from own_test)
+      union all
+      (select l.id from (${candidates}) c
+       cross join lateral (
+         select t.id from todos t where t.id = c.id and ${claimable(sql, caller.owner, now)}
+         for update skip locked
+       ) l
+       order by c.priority desc, c.created_at, c.seq
+       limit 1)
       limit 1
     ), claimed as (
       update todos t set ${claimSet(sql, caller, now, arg<number>('lease'), arg<string | null>('hash'))}
@@ -197,6 +211,10 @@ async function anyClaimable(sql: Sql, caller: Caller, queues: readonly string[],
   return row?.any ?? false;
 }
 
+/** A self-test (`doorbell_tests d`) whose doorbell has been written and whose wait is running. */
+const selfTestRinging = (sql: Sql | TxSql, now: Date) =>
+  sql`d.delivery = 'written' and d.delivered_at + make_interval(secs => d.wait_seconds) > ${now}`;
+
 /**
  * Claims the caller's own self-test todo, which needs no claim grant: by id (`todoId`), or, with
  * no id, the one whose doorbell has been written and whose wait is running (what claim_next hands
@@ -209,7 +227,7 @@ export async function claimOwnTestTodo(
   now: Date,
   todoId: string | null,
 ): Promise<ClaimedTodo | null> {
-  const which = todoId !== null ? sql`d.todo_id = ${todoId}` : sql`d.delivery = 'written' and d.delivered_at + make_interval(secs => d.wait_seconds) > ${now}`;
+  const which = todoId !== null ? sql`d.todo_id = ${todoId}` : selfTestRinging(sql, now);
   const [row] = await sql<ClaimedTodo[]>`
     with claimed as (
       update todos t set ${claimSet(sql, caller, now, 0, null)}
