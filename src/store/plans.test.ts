@@ -128,6 +128,23 @@ describe('claim_next plans', () => {
       expect(scans).not.toContain('seq:todos');
     });
   }
+
+  for (const generic of [false, true]) {
+    it(`finds the endpoint's ringing self-test and stamps a claimed one's report without reading a week of reports (${generic ? 'generic' : 'custom'} plan)`, async () => {
+      await db.sql`
+        insert into doorbell_tests (test_id, endpoint_id, todo_id, wait_seconds, created_at, ring_due_at, expires_at,
+                                    server_version, stream_attached, channel_capability, delivery, delivered_at, claimed_at)
+        select 'dt_' || lpad(g::text, 26, '0'), ${caller.endpointId}, 'td_' || gen_random_uuid(), 60, now(), now(), now(),
+               'v', true, '{}', 'written', now(), now()
+        from generate_series(1, 3000) g
+        on conflict do nothing`;
+      await db.sql`analyze doorbell_tests`;
+      const { text, params } = await captured((sql) => claimNextTodo(sql, caller, ['q'], 300, new Date()));
+      const scans = await scansOf(text, params, generic);
+      expect(scans.filter((s) => s === 'doorbell_tests_unclaimed_idx')).toHaveLength(2);
+      expect(scans).not.toContain('seq:doorbell_tests');
+    });
+  }
 });
 
 describe('heartbeat sweep plans', () => {

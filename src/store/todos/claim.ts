@@ -43,7 +43,7 @@ const withAcknowledgements = (sql: Sql | TxSql, caller: Caller, now: Date) => sq
   ),
   tested as (
     update doorbell_tests d set claimed_at = ${now}
-    from claimed c where c.synthetic and d.todo_id = c.id and d.claimed_at is null
+    from claimed c where c.synthetic and d.endpoint_id = c.endpoint_id and d.todo_id = c.id and d.claimed_at is null
     returning d.test_id
   )
   select c.*, c.event_id::text as event_id,
