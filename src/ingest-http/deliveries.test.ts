@@ -1,6 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { apiCaller, humanWithToken } from '../../test/support/app.ts';
 import { SecretBox, decodeKey, sealedFor } from '../lib/crypto-box.ts';
 import {
@@ -346,6 +346,20 @@ describe('rotate and delete', () => {
     const ok = await github(rotated, 'push', githubPush, rotated.signing_secret!);
     expect(ok.status).toBe(202);
     expect(ok.json).toMatchObject({ created: 1, verified: true, queue: 'reviews' });
+  });
+
+  it('opens the signing secret once while the webhook is unchanged, not on every delivery', async () => {
+    const w = await createWebhook(forge.slug, 'github', 'reviews');
+    const [{ signing_secret: stored }] = (await db.sql`select signing_secret from webhooks where id = ${w.webhook_id}`) as unknown as [{ signing_secret: string }];
+    const opens = vi.spyOn(SecretBox.prototype, 'open');
+    try {
+      for (const [event, body] of [['issues', githubIssueOpened], ['push', githubPush], ['pull_request', githubPullRequestOpened]] as const) {
+        expect((await github(w, event, body, w.signing_secret!)).status).toBe(202);
+      }
+      expect(opens.mock.calls.filter(([sealed]) => sealed === stored)).toHaveLength(1);
+    } finally {
+      opens.mockRestore();
+    }
   });
 
   it('rotating a generic webhook mints a new URL and still no secret', async () => {

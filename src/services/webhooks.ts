@@ -53,6 +53,12 @@ export class Webhooks {
   private readonly log: Logger;
   /** Ingest targets by the hash of their token: a delivery costs no lookup while its webhook is unchanged. */
   readonly #targets: TtlCache<string, IngestTarget>;
+  /**
+   * Signing secrets already opened, by the row they were read from: a cached ingest target is one
+   * object for its cache life, so each delivery to it does not decrypt again; a rotation reads a
+   * new row object, which opens the new secret.
+   */
+  readonly #opened = new WeakMap<WebhookRow, string | null>();
 
   constructor(
     base: ServiceBase,
@@ -221,6 +227,9 @@ export class Webhooks {
   }
 
   openSecret(row: WebhookRow): string | null {
-    return row.signing_secret ? this.box.for(sealedFor('webhooks', row.id)).open(row.signing_secret) : null;
+    if (this.#opened.has(row)) return this.#opened.get(row)!;
+    const secret = row.signing_secret ? this.box.for(sealedFor('webhooks', row.id)).open(row.signing_secret) : null;
+    this.#opened.set(row, secret);
+    return secret;
   }
 }
