@@ -35,6 +35,9 @@ export async function withBenchDatabase(maxConnections: number, run: (db: BenchD
   }
 }
 
+/** `whoami` calls each MCP session of bench/mcp-driver.ts makes before its drain is timed. */
+export const MCP_WARMUP_CALLS = 200;
+
 export interface DrainResult {
   done: number;
   seconds: number;

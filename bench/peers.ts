@@ -2,7 +2,8 @@
  * Switchboard beside its peers, on one throwaway PostgreSQL in one run (issue 10):
  *  1. claim throughput: the same number of jobs drained by `workers` concurrent workers from
  *     (a) Switchboard's store in process, (b) Switchboard over MCP HTTP (bare keep-alive HTTP
- *     from a separate process, SDK-free), (c) pg-boss (fetch + complete), (d) graphile-worker;
+ *     from a separate process, SDK-free, warmed up before the clock as the in-process peers
+ *     are: bench/mcp-driver.ts), (c) pg-boss (fetch + complete), (d) graphile-worker;
  *     beside it, a side run on a shallow queue (`--sdk-jobs` each) of the MCP SDK `Client`, bare
  *     HTTP and pg-boss: the SDK client's own per-call cost is not the server's, and pg-boss's
  *     fetch slows with the queue's depth;
@@ -31,7 +32,7 @@ import { addHuman } from '../src/store/humans.ts';
 import { insertEventAndTodo } from '../src/store/todos/index.ts';
 import { connectAgent } from '../test/support/agents.ts';
 import { graphileDrain, quiet } from './graphile.ts';
-import { drain, storeDrain, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
+import { MCP_WARMUP_CALLS, drain, storeDrain, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -181,7 +182,7 @@ async function main(): Promise<void> {
       'vs pgbench': pctOf(rate(r), pg.tps, 1),
     });
     const mcpMet = rate(raw) >= rate(boss);
-    console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}, ${WORKERS} workers, ${JOBS} jobs per path`);
+    console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}, ${WORKERS} workers, ${JOBS} jobs per path; the MCP agents run in a process of their own, warmed up (${MCP_WARMUP_CALLS} whoami calls per session) before the clock starts`);
     console.table([
       row('Switchboard store, in process', store),
       row('Switchboard MCP over HTTP (bare, SDK-free)', raw),
@@ -239,6 +240,7 @@ async function main(): Promise<void> {
         workers: WORKERS,
         sdk_jobs: SDK_JOBS,
         pings: PINGS,
+        mcp_warmup_calls: MCP_WARMUP_CALLS,
         ...drained('store', store),
         ...drained('mcp', raw),
         ...drained('pgboss', boss),
