@@ -45,6 +45,19 @@ describe('a signed body delivered again', () => {
     expect(await counts()).toEqual(before);
   });
 
+  it('refused because the todo it made is gone (409), it leaves the webhook as it was: a refusal stamps no last delivery', async () => {
+    const body = issue(505);
+    const first = await github(gh, 'issues', body, gh.signing_secret!);
+    expect(first.status).toBe(202);
+    await db.sql`delete from todos where id = ${first.json.id}`;
+    app.clock.advance(5 * 60_000); // past the once-a-minute throttle of the stamp
+    const [before] = await db.sql`select * from webhooks where id = ${gh.webhook_id}`;
+    const replayed = await github(gh, 'issues', body, gh.signing_secret!, randomUUID());
+    expect(replayed.status).toBe(409);
+    expect(replayed.json).toMatchObject({ code: 'conflict' });
+    expect((await db.sql`select * from webhooks where id = ${gh.webhook_id}`)[0]).toEqual(before);
+  });
+
   it('ten concurrent replays under ten delivery ids make exactly one todo', async () => {
     const body = JSON.stringify(issue(502));
     const before = await counts();

@@ -119,11 +119,13 @@ export async function findIngestTargetUnscoped(sql: Sql, ingestToken: string): P
 
 /**
  * Stamps a webhook's last delivery, at most once a minute (every delivery writing one hot row would
- * serialize them): a CTE of every delivery's one statement.
+ * serialize them): a CTE of every delivery's one statement, run only when that statement wrote the
+ * delivery's event (`new_event`), so a refused one (a replay, a revoked endpoint) changes nothing.
  */
 export const touchDelivery = (sql: Sql, webhookId: string, now: Date) => sql`
   update webhooks set last_delivery_at = ${now}
-  where id = ${webhookId} and (last_delivery_at is null or last_delivery_at < ${now}::timestamptz - interval '60 seconds')`;
+  where id = ${webhookId} and (last_delivery_at is null or last_delivery_at < ${now}::timestamptz - interval '60 seconds')
+    and exists (select 1 from new_event)`;
 
 export async function countSignedWebhooksUnscoped(sql: Sql): Promise<number> {
   const [row] = await sql<{ n: number }[]>`select count(*)::int as n from webhooks where trust_mode = 'signed'`;
