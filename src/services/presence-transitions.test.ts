@@ -311,3 +311,32 @@ describe('two instances at a shift start', () => {
     });
   });
 });
+
+describe('an override that runs out', () => {
+  it('is cleared by the claim of the return, in the same update: no instance can read it gone while the return is unclaimed', async () => {
+    // Last in the file: its clock is the latest, and going back would leave the rate limiters empty.
+    // A separate clear before the claim let another instance read the row in between, find no
+    // override, and claim the return as a shift start (seen in the postgres-restart fault test).
+    await db.sql.unsafe(`
+      create table override_clears (endpoint_id uuid, presence_seen text);
+      create function log_override_clear() returns trigger language plpgsql as $$
+      begin
+        if old.presence_override is not null and new.presence_override is null then
+          insert into override_clears values (new.id, new.presence_seen);
+        end if;
+        return new;
+      end $$;
+      create trigger log_override_clear after update on endpoints for each row execute function log_override_clear()`);
+    try {
+      app.clock.set('2026-11-02T09:30:00Z');
+      const e = await vend();
+      expect((await api('PUT', `/api/v1/endpoints/${e.slug}/presence`, { presence: 'out', until: '2026-11-02T10:00:00Z' })).status).toBe(200);
+      app.clock.set('2026-11-02T10:00:10Z');
+      await app.presence.evaluate();
+      expect(await db.sql`select presence_seen from override_clears where endpoint_id = ${e.id}`).toEqual([{ presence_seen: 'in' }]);
+      expect(await readPresence(db.sql, e.id)).toMatchObject({ presence_seen: 'in', presence_override: null, presence_change_reason: 'override_end' });
+    } finally {
+      await db.sql.unsafe('drop trigger log_override_clear on endpoints; drop function log_override_clear(); drop table override_clears');
+    }
+  });
+});

@@ -221,14 +221,18 @@ export class PresenceService {
       if (row.state !== 'active') continue;
       const inputs = inputsOf(row);
       const eff = effective(inputs, now);
-      // An override that no longer decides is cleared, so a later shift start is not mistaken for its end.
+      // An override that no longer decides is cleared, so a later shift start is not mistaken for its
+      // end: by the claim of the transition it causes, in the same update (claimPresenceTransitions),
+      // else on its own.
       const overrideEnded = inputs.override !== null && eff.source !== 'agent' && eff.source !== 'operator';
-      if (overrideEnded) await clearDeadOverride(this.sql, row.id, inputs.overrideSetAt);
-      if (eff.presence === row.presence_seen) continue;
+      if (eff.presence === row.presence_seen) {
+        if (overrideEnded) await clearDeadOverride(this.sql, row.id, inputs.overrideSetAt);
+        continue;
+      }
       const by = opts.by ?? causeOf(eff, row.override_by);
       const reason = digestReason(by, overrideEnded && !overrideEndsAtShiftStart(inputs));
-      const from = overrideEnded ? { override: null, overrideSetAt: null, shift: row.shift } : { override: row.presence_override, overrideSetAt: row.override_set_at, shift: row.shift };
-      wanted.push({ row, eff, transition: { endpointId: row.id, to: eff.presence, by, reason, from } });
+      const from = { override: row.presence_override, overrideSetAt: row.override_set_at, shift: row.shift };
+      wanted.push({ row, eff, transition: { endpointId: row.id, to: eff.presence, by, reason, from, clearOverride: overrideEnded } });
     }
     // Marked as this instance's own before anyone awaiting the claim resumes, so its own broadcast is skipped.
     const claiming = claimPresenceTransitions(this.sql, wanted.map((w) => w.transition), now).then((won) => {

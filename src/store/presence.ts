@@ -121,6 +121,11 @@ export interface PresenceTransition {
   reason: string;
   /** The inputs the transition was computed from: the claim applies only while they still hold. */
   from: { override: 'in' | 'out' | null; overrideSetAt: Date | null; shift: string | null };
+  /**
+   * The override in `from` ran out: the claim clears it in the same update. Cleared apart, before
+   * the claim, another instance could read the row in between and take the return for a shift start.
+   */
+  clearOverride?: boolean;
 }
 
 /**
@@ -140,14 +145,19 @@ export async function claimPresenceTransitions(sql: Sql, changes: readonly Prese
     override: c.from.override,
     set_at: c.from.overrideSetAt?.toISOString() ?? null,
     shift: c.from.shift,
+    clear_override: c.clearOverride ?? false,
   }));
   const rows = await sql<{ id: string }[]>`
     with wanted as (
       select * from jsonb_to_recordset(${sql.json(wanted)})
-        as w(id uuid, to_presence text, by_whom text, reason text, override text, set_at timestamptz, shift text)
+        as w(id uuid, to_presence text, by_whom text, reason text, override text, set_at timestamptz, shift text, clear_override boolean)
     ), claimed as (
       update endpoints e set presence_seen = w.to_presence, presence_changed_at = ${now}, presence_changed_by = w.by_whom,
-        presence_change_reason = w.reason
+        presence_change_reason = w.reason,
+        presence_override = case when w.clear_override then null else e.presence_override end,
+        override_until = case when w.clear_override then null else e.override_until end,
+        override_set_at = case when w.clear_override then null else e.override_set_at end,
+        override_by = case when w.clear_override then null else e.override_by end
       from wanted w
       where e.id = w.id and e.presence_seen <> w.to_presence
         and e.presence_override is not distinct from w.override
