@@ -174,12 +174,7 @@ const claimNextStatement = compiledPer<number, ClaimNextArgs>((queueCount) => qu
   // the append before the real candidates are scanned or locked.
   return sql`
     with own_test as materialized (
-      select t.id from todos t
-      where t.id = (
-          select d.todo_id from doorbell_tests d
-          where d.endpoint_id = ${caller.endpointId} and d.claimed_at is null and ${selfTestRinging(sql, now)}
-          order by d.created_at desc limit 1)
-        and t.endpoint_id = ${caller.endpointId} and t.synthetic and ${inWanted} and ${claimable(sql, caller.owner, now)}
+      select t.id from todos t where ${ownSelfTest(sql, caller, selfTestRinging(sql, now), queues, now)}
       for update skip locked
     ), picked as materialized (
       (select id from own_test)
@@ -216,6 +211,19 @@ const selfTestRinging = (sql: Sql | TxSql, now: Date) =>
   sql`d.delivery = 'written' and d.delivered_at + make_interval(secs => d.wait_seconds) > ${now}`;
 
 /**
+ * The caller's own self-test todo (`todos t`) that `which` picks among its unclaimed tests (the
+ * newest), on one of `queues` (a text[] value), claimable by the caller: what claim_next takes
+ * before real work and what a claim of one's own test takes.
+ */
+const ownSelfTest = (sql: Sql | TxSql, caller: Caller, which: ReturnType<typeof selfTestRinging>, queues: string[] | ReturnType<Sql['array']>, now: Date) => sql`
+  t.id = (
+      select d.todo_id from doorbell_tests d
+      where d.endpoint_id = ${caller.endpointId} and d.claimed_at is null and ${which}
+      order by d.created_at desc limit 1)
+    and t.endpoint_id = ${caller.endpointId} and t.synthetic and t.queue = any(${queues}::text[])
+    and ${claimable(sql, caller.owner, now)}`;
+
+/**
  * Claims the caller's own self-test todo, which needs no claim grant: by id (`todoId`), or, with
  * no id, the one whose doorbell has been written and whose wait is running (what claim_next hands
  * out before real work). Null when there is no such todo on `queues`.
@@ -231,12 +239,7 @@ export async function claimOwnTestTodo(
   const [row] = await sql<ClaimedTodo[]>`
     with claimed as (
       update todos t set ${claimSet(sql, caller, now, 0, null)}
-      where t.id = (
-          select d.todo_id from doorbell_tests d
-          where d.endpoint_id = ${caller.endpointId} and d.claimed_at is null and ${which}
-          order by d.created_at desc limit 1)
-        and t.endpoint_id = ${caller.endpointId} and t.synthetic and t.queue = any(${sql.array([...queues])}::text[])
-        and ${claimable(sql, caller.owner, now)}
+      where ${ownSelfTest(sql, caller, which, sql.array([...queues]), now)}
       returning t.*
     ), ${withAcknowledgements(sql, caller, now)}`;
   return row ?? null;
