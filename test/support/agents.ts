@@ -39,7 +39,8 @@ export interface Agent {
 
 /**
  * An MCP SDK Client connected to `app` as endpoint `e`, resolved once its notification stream is
- * open on that instance. Clients are pushed onto `track` so the file can close them at the end.
+ * open on that instance and the reconnect digest that opening starts is decided (sent or not), so
+ * a todo pushed next is rung on its own, never folded into that digest. Clients are pushed onto `track` so the file can close them at the end.
  */
 export async function connectAgent(app: App, e: Pick<Vended, 'slug' | 'token'>, opts: { name?: string; track?: Client[] } = {}): Promise<Agent> {
   const heard: Notification[] = [];
@@ -52,6 +53,7 @@ export async function connectAgent(app: App, e: Pick<Vended, 'slug' | 'token'>, 
   opts.track?.push(client);
   const sessionId = transport.sessionId!;
   await until(() => app.sessions.all().some((s) => s.id === sessionId && s.stream !== null), 'the stream to open');
+  await app.presence.reconnectsSettled();
   return {
     client,
     sessionId,

@@ -80,15 +80,8 @@ export let logs: Record<string, any>[];
 export let human: { token: string };
 export let api: ReturnType<typeof apiCaller>;
 const clients: Client[] = [];
-/**
- * An agent with its stream open and its reconnect digest decided, so that the doorbell of the
- * next push is the last notification it hears.
- */
-export const agent = async (e: Vended, on: TestApp = app, name = 'claude-code'): Promise<Agent> => {
-  const connected = await connectAgent(on, e, { name, track: clients });
-  await on.presence.reconnectsSettled();
-  return connected;
-};
+/** An agent with its stream open and its reconnect digest decided (see connectAgent). */
+export const agent = (e: Vended, on: TestApp = app, name = 'claude-code'): Promise<Agent> => connectAgent(on, e, { name, track: clients });
 export const extraApps: TestApp[] = [];
 
 export const vend = (queues = ['reviews'], via = api): Promise<Vended> => vendVia(via, { name: 'agent', queues });
