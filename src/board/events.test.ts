@@ -158,7 +158,9 @@ describe('a live-update stream that stops reading', () => {
       recovering.resume();
       await until(() => recovering.readies >= 2, 'a ready once reading again', 30_000);
 
-      // The other keeps dropping: once STALL_LIMIT_MS have passed on the clock, the next look closes it.
+      // The other stays stalled, even through looks with nothing to send (the churn stops): once
+      // STALL_LIMIT_MS have passed on the clock, the next look closes it.
+      await churn.stop();
       expect(srv.lines.some((l) => l.msg.includes('closed'))).toBe(false);
       srv.clock.advance(STALL_LIMIT_MS);
       await until(() => srv.lines.some((l) => l.msg.includes('closed')), 'the stalled stream closed', 30_000);
@@ -169,7 +171,12 @@ describe('a live-update stream that stops reading', () => {
       await within(stuck.closed, 30_000, 'the stalled socket closed');
       // The reading one is still open and still gets frames.
       const before = recovering.bytes;
-      await until(() => recovering.bytes > before + 100_000, 'frames for the reading stream', 10_000);
+      const again = keepChurning(db.sql, h.id, 40);
+      try {
+        await until(() => recovering.bytes > before + 100_000, 'frames for the reading stream', 10_000);
+      } finally {
+        await again.stop();
+      }
       recovering.socket.destroy();
     } finally {
       await churn.stop();

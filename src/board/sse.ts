@@ -76,6 +76,8 @@ interface Subscriber {
   missed: boolean;
   /** A frame was dropped since the last look's review. */
   droppedThisLook: boolean;
+  /** It took frames since the last look's review: a look's frames were written to it, or its buffer drained. */
+  tookThisLook: boolean;
   /** Start of the run of looks that each dropped frames (injected clock), null when the last did not. */
   stalledSince: number | null;
 }
@@ -138,15 +140,20 @@ class HumanWatch {
   /**
    * Destroys streams that had to drop frames at every look for STALL_LIMIT_MS (or were ended and
    * never flushed). A drain between looks does not count: a socket that never reads still drains
-   * into the kernel's buffers (megabytes), a look at a time, until they are full.
+   * into the kernel's buffers (megabytes), a look at a time, until they are full. A look with
+   * nothing to send neither starts nor ends a stall while the stream still holds unsent bytes:
+   * only a look whose frames it takes ends one.
    */
   reviewStalls(): void {
     const now = this.deps.clock.now().getTime();
     for (const s of this.subscribers) {
       if (s.res.destroyed) continue;
       // An ended stream that still holds bytes waits on a client that does not read.
-      const stalled = s.droppedThisLook || (s.res.writableEnded && s.res.writableLength > 0);
+      const unsent = s.res.writableLength;
+      const quietLook = !s.droppedThisLook && !s.tookThisLook;
+      const stalled = s.droppedThisLook || (quietLook && s.stalledSince !== null && unsent > 0) || (s.res.writableEnded && unsent > 0);
       s.droppedThisLook = false;
+      s.tookThisLook = false;
       if (!stalled) {
         s.stalledSince = null;
         continue;
@@ -250,6 +257,7 @@ class HumanWatch {
       }
       res.write(s.missed ? READY_FRAME : chunk);
       s.missed = false;
+      s.tookThisLook = true;
     }
   }
 }
@@ -283,7 +291,7 @@ export class BoardEvents {
     const fresh = !watch;
     watch ??= new HumanWatch(humanId, this.deps);
     this.#watches.set(humanId, watch);
-    const sub: Subscriber = { res, sessionKey, token: session.token, missed: false, droppedThisLook: false, stalledSince: null };
+    const sub: Subscriber = { res, sessionKey, token: session.token, missed: false, droppedThisLook: false, tookThisLook: false, stalledSince: null };
     watch.subscribers.add(sub);
     this.#perSession.set(sessionKey, (this.#perSession.get(sessionKey) ?? 0) + 1);
     // Only to an empty buffer: a stream with bytes unsent is not idle, and keepalives must not pile up.
@@ -293,6 +301,7 @@ export class BoardEvents {
     keepalive.unref();
     // Emptied after a write that found it full: the page re-reads at once for whatever was dropped.
     res.on('drain', () => {
+      sub.tookThisLook = true;
       if (!sub.missed || res.writableEnded) return;
       sub.missed = false;
       res.write(READY_FRAME);
