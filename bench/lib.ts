@@ -10,7 +10,7 @@ import postgres from 'postgres';
 import { connect, type Sql } from '../src/db/connect.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { systemClock } from '../src/lib/clock.ts';
-import { claimNextTodo, completeTodo, type Caller } from '../src/store/todos/index.ts';
+import { ClaimNext, completeTodo, type Caller } from '../src/store/todos/index.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -67,11 +67,15 @@ export async function drain(workers: number, step: (worker: number) => Promise<b
   return { done: latencies.length, seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
-/** The store's own drain of an endpoint's `work` queue: `claim_next` then `complete`, `workers` at a time, in process. */
+/**
+ * The store's own drain of an endpoint's `work` queue: `claim_next` then `complete`, `workers` at
+ * a time, in process, through the same ClaimNext a server instance claims with.
+ */
 export function storeDrain(sql: Sql, endpoint: { id: string; agent_id: string }, workers: number): Promise<DrainResult> {
   const caller: Caller = { endpointId: endpoint.id, owner: `agent:${endpoint.agent_id}`, queues: ['work'] };
+  const claimNext = new ClaimNext(sql);
   return drain(workers, async () => {
-    const t = await claimNextTodo(sql, caller, ['work'], 300, systemClock.now());
+    const t = await claimNext.claim(caller, ['work'], 300, systemClock.now());
     if (!t) return false;
     await completeTodo(sql, caller, t.id, { ok: true }, systemClock.now());
     return true;

@@ -2,6 +2,8 @@ import postgres from 'postgres';
 
 export type Sql = postgres.Sql;
 export type TxSql = postgres.TransactionSql;
+/** A piece of SQL composed with `sql`...``, to go inside another statement. */
+export type Fragment = postgres.PendingQuery<postgres.Row[]>;
 
 /** Connections in each instance's main pool (behind PgBouncer: what one instance asks of it). */
 export const POOL_MAX = 10;

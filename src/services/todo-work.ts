@@ -3,7 +3,7 @@ import { forbidden, notFound } from '../domain/errors.ts';
 import { LIST_DEFAULT_LIMIT, leaseSeconds } from '../domain/lifecycle.ts';
 import { rfc3339 } from '../domain/time.ts';
 import {
-  claimNextTodo,
+  ClaimNext,
   claimOwnTestTodo,
   claimTodo,
   completeTodo,
@@ -81,12 +81,15 @@ function withFailureFields(t: TodoRow) {
  */
 export class TodoWork {
   readonly waiters: ClaimWaiters;
+  /** This instance's claim_next statements: claims that arrive while one runs go together in the next. */
+  readonly #claimNext: ClaimNext;
 
   constructor(
     private readonly base: ServiceBase,
     opts: { waiters?: ClaimWaiters } = {},
   ) {
     this.waiters = opts.waiters ?? new ClaimWaiters();
+    this.#claimNext = new ClaimNext(base.sql);
   }
 
   /** Long-polling claims wake on todo_ready, from whichever instance it came. */
@@ -191,7 +194,7 @@ export class TodoWork {
   /** The next todo now: a self-test todo whose doorbell rang comes before real work (one statement). */
   async #claimNextNow(w: Worker, queues: readonly string[], opts: LeaseOptions) {
     const fence = mintFence(opts.requireFence);
-    const row = await claimNextTodo(this.base.sql, callerOf(w), queues, leaseSeconds(opts.leaseTtlSeconds), this.base.clock.now(), fence.hash);
+    const row = await this.#claimNext.claim(callerOf(w), queues, leaseSeconds(opts.leaseTtlSeconds), this.base.clock.now(), fence.hash);
     if (!row) return { view: { empty: true }, ackedRings: null };
     if (row.synthetic) return { view: { empty: false, todo: selfTestView(row) }, ackedRings: row.acked_rings };
     const view = fence.token ? { empty: false, todo: fullTodo(row), lease_token: fence.token } : { empty: false, todo: fullTodo(row) };

@@ -1,5 +1,5 @@
 import { ulid } from 'ulidx';
-import type { Sql, TxSql } from '../db/connect.ts';
+import type { Fragment, Sql, TxSql } from '../db/connect.ts';
 
 export type RingKind = 'todo' | 'digest' | 'test';
 
@@ -63,12 +63,13 @@ export interface AckedRing {
 const windowClosed = (sql: Sql | TxSql, now: Date) => sql`r.sent_at < ${now}::timestamptz - make_interval(secs => r.window_seconds)`;
 
 /**
- * The assignments that acknowledge ring `r` at `now`. An acknowledgement after the window records
+ * The assignments that acknowledge ring `r` at `now`, as `session` (a session id, or a column of
+ * the statement that holds it). An acknowledgement after the window records
  * the ring as unheard at the window's end, an instant the sweep never writes (it marks strictly
  * later), which is how `ackedRingColumns` tells that this acknowledgement made it unheard.
  */
-export const acknowledgeRing = (sql: Sql | TxSql, via: 'claim' | 'ack', sessionId: string | null, now: Date) => sql`
-  acked_at = ${now}, ack_via = ${via}, acked_session_id = ${sessionId},
+export const acknowledgeRing = (sql: Sql | TxSql, via: 'claim' | 'ack', session: string | null | Fragment, now: Date) => sql`
+  acked_at = ${now}, ack_via = ${via}, acked_session_id = ${session},
   unheard_at = case when r.unheard_at is null and ${windowClosed(sql, now)} then r.sent_at + make_interval(secs => r.window_seconds) else r.unheard_at end`;
 
 /** RETURNING columns of an acknowledging update of `r`, shaped as AckedRing. */

@@ -28,29 +28,138 @@ export async function claimNextTodo(
   leaseSecs: number,
   now: Date,
   leaseTokenHash: string | null = null,
+): Promise<ClaimedTodo | null> {
+  const wanted = wantedQueues(queues);
+  if (wanted.length === 0) return null;
+  const [row] = await runClaimNext(sql, caller, wanted, leaseSecs, now, [{ session: caller.sessionId ?? null, hash: leaseTokenHash }]);
+  return row ?? lookAgain(sql, caller, wanted, leaseSecs, now, leaseTokenHash);
+}
+
+/**
+ * After a claim that took nothing. Every candidate may have been locked: another claimer's lock
+ * ends with the row no longer claimable, but a short non-claim update (a digest marking the todos
+ * it counted as rung) leaves it claimable, so while anything is claimable the claim runs again,
+ * alone, rather than answer "empty" to an agent that was just woken.
+ */
+async function lookAgain(
+  sql: Sql,
+  caller: Caller,
+  wanted: string[],
+  leaseSecs: number,
+  now: Date,
+  leaseTokenHash: string | null,
   attempt = 0,
 ): Promise<ClaimedTodo | null> {
-  const wanted = [...new Set(queues)].filter((q) => q !== RESERVED_QUEUE);
-  if (wanted.length === 0) return null;
+  if (attempt >= CLAIM_LOCK_RETRIES || !(await anyClaimable(sql, caller, wanted, now))) return null;
+  await new Promise((resolve) => setTimeout(resolve, 10 * (attempt + 1)));
+  const [row] = await runClaimNext(sql, caller, wanted, leaseSecs, now, [{ session: caller.sessionId ?? null, hash: leaseTokenHash }]);
+  return row ?? lookAgain(sql, caller, wanted, leaseSecs, now, leaseTokenHash, attempt + 1);
+}
+
+const wantedQueues = (queues: readonly string[]): string[] => [...new Set(queues)].filter((q) => q !== RESERVED_QUEUE);
+
+/** One claim of a statement that takes several: the session that claims and its fence's hash. */
+interface ClaimSeat {
+  session: string | null;
+  hash: string | null;
+}
+
+/**
+ * Runs claim_next's statement for `seats.length` claims at once (one caller's endpoint, owner,
+ * queues and lease). Each claimed row is that seat's (`[i]` is seat i's todo, or undefined when
+ * the statement took fewer todos than it had seats).
+ */
+async function runClaimNext(
+  sql: Sql,
+  caller: Caller,
+  wanted: string[],
+  leaseSecs: number,
+  now: Date,
+  seats: ClaimSeat[],
+): Promise<(ClaimedTodo | undefined)[]> {
   const args: ClaimNextArgs = {
     endpoint: caller.endpointId,
     owner: caller.owner,
-    session: caller.sessionId ?? null,
+    sessions: seats.map((s) => s.session),
+    hashes: seats.map((s) => s.hash),
     queues: wanted,
     now,
     lease: leaseSecs,
-    hash: leaseTokenHash,
   };
-  const [row] = await claimNextStatement(sql, wanted.length).run<ClaimedTodo>(sql, args);
-  if (row) return row;
-  // Every candidate was locked. Another claimer's lock ends with the row no longer claimable,
-  // but a short non-claim update (a digest marking the todos it counted as rung) leaves it
-  // claimable: look again rather than answer "empty" to an agent that was just woken.
-  if (attempt < CLAIM_LOCK_RETRIES && (await anyClaimable(sql, caller, wanted, now))) {
-    await new Promise((resolve) => setTimeout(resolve, 10 * (attempt + 1)));
-    return claimNextTodo(sql, caller, queues, leaseSecs, now, leaseTokenHash, attempt + 1);
+  const rows = await claimNextStatement(sql, { queues: wanted.length, seats: seats.length }).run<ClaimedTodo & { seat: string }>(sql, args);
+  const bySeat: (ClaimedTodo | undefined)[] = new Array(seats.length);
+  for (const { seat, ...row } of rows) bySeat[Number(seat) - 1] = row;
+  return bySeat;
+}
+
+/** The most claims one claim_next statement takes for the calls that waited while one ran. */
+export const MAX_CLAIMS_PER_STATEMENT = 8;
+
+interface WaitingClaim extends ClaimSeat {
+  caller: Caller;
+  now: Date;
+  resolve: (row: ClaimedTodo | null) => void;
+  reject: (err: unknown) => void;
+}
+
+/**
+ * claim_next for an instance's callers. A claim with none of its kind running goes to the
+ * database at once, alone; the claims of the same endpoint, owner, queues and lease that arrive
+ * while it runs wait for it and then go together in one statement (up to
+ * MAX_CLAIMS_PER_STATEMENT), each with its own session, fence and acknowledgements. Under load
+ * that spends one statement's fixed cost and one pass over the head of the queue on several
+ * claims instead of each claimer fighting the others for the same first rows. A claim its batch
+ * had no todo for looks again alone (lookAgain), so it answers "empty" only as a lone claim would.
+ */
+export class ClaimNext {
+  /** Per kind of claim, the claims waiting while one of that kind runs (no entry: none runs). */
+  readonly #waiting = new Map<string, WaitingClaim[]>();
+
+  constructor(private readonly sql: Sql) {}
+
+  claim(caller: Caller, queues: readonly string[], leaseSecs: number, now: Date, leaseTokenHash: string | null = null): Promise<ClaimedTodo | null> {
+    const wanted = wantedQueues(queues);
+    if (wanted.length === 0) return Promise.resolve(null);
+    const kind = JSON.stringify([caller.endpointId, caller.owner, leaseSecs, wanted]);
+    return new Promise((resolve, reject) => {
+      const claim: WaitingClaim = { caller, now, session: caller.sessionId ?? null, hash: leaseTokenHash, resolve, reject };
+      const waiting = this.#waiting.get(kind);
+      if (waiting) {
+        waiting.push(claim);
+        return;
+      }
+      this.#waiting.set(kind, []);
+      void this.#runFrom(kind, [claim], wanted, leaseSecs);
+    });
   }
-  return null;
+
+  async #runFrom(kind: string, batch: WaitingClaim[], wanted: string[], leaseSecs: number): Promise<void> {
+    for (;;) {
+      await this.#claimFor(batch, wanted, leaseSecs);
+      const waiting = this.#waiting.get(kind)!;
+      if (waiting.length === 0) {
+        this.#waiting.delete(kind);
+        return;
+      }
+      batch = waiting.splice(0, MAX_CLAIMS_PER_STATEMENT);
+    }
+  }
+
+  async #claimFor(batch: WaitingClaim[], wanted: string[], leaseSecs: number): Promise<void> {
+    const now = new Date(Math.max(...batch.map((c) => c.now.getTime())));
+    let rows: (ClaimedTodo | undefined)[];
+    try {
+      rows = await runClaimNext(this.sql, batch[0]!.caller, wanted, leaseSecs, now, batch);
+    } catch (err) {
+      for (const c of batch) c.reject(err);
+      return;
+    }
+    batch.forEach((c, i) => {
+      const row = rows[i];
+      if (row) c.resolve(row);
+      else lookAgain(this.sql, c.caller, wanted, leaseSecs, c.now, c.hash).then(c.resolve, c.reject);
+    });
+  }
 }
 
 /**
@@ -66,17 +175,20 @@ interface ClaimNextArgs extends Record<string, unknown> {
   /** The queues to claim from, each scanned by its own branch (by position) and the rest by `any`. */
   endpoint: string;
   owner: string;
-  session: string | null;
+  /** Per seat, in order: the claiming session and its fence's hash. */
+  sessions: (string | null)[];
+  hashes: (string | null)[];
   queues: string[];
   now: Date;
   lease: number;
-  hash: string | null;
 }
 
-/** claim_next's statement for a given number of queues, composed once (src/db/compiled.ts). */
-const claimNextStatement = compiledPer<number, ClaimNextArgs>((queueCount) => queueCount, (sql, queueCount) => {
+/** claim_next's statement for a number of queues and of seats, composed once (src/db/compiled.ts). */
+const claimNextStatement = compiledPer<{ queues: number; seats: number }, ClaimNextArgs>(
+  (v) => `${v.queues}/${v.seats}`,
+  (sql, { queues: queueCount, seats }) => {
   const now = arg<Date>('now');
-  const caller: Caller = { endpointId: arg('endpoint'), owner: arg('owner'), sessionId: arg('session'), queues: [] };
+  const caller: Caller = { endpointId: arg('endpoint'), owner: arg('owner'), queues: [] };
   const eligible = sql`endpoint_id = ${caller.endpointId} and not synthetic and (assignee is null or assignee = ${caller.owner})`;
   const states = claimableStates(sql, now);
   const cols = sql`id, priority, created_at, seq`;
@@ -94,8 +206,10 @@ const claimNextStatement = compiledPer<number, ClaimNextArgs>((queueCount) => qu
     sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueRetry} ${first})`,
   ];
   const candidates = branches.reduce((all, b) => sql`${all} union all ${b}`);
-  // The endpoint's ringing self-test comes before real work; when there is one, the limit stops
-  // the append before the real candidates are scanned or locked.
+  const upTo = sql.unsafe(String(seats));
+  // The endpoint's ringing self-test comes before real work (it takes the first seat); when
+  // there is one and one seat, the limit stops the append before the real candidates are
+  // scanned or locked. Seat i takes the i-th todo picked.
   return sql`
     with own_test as materialized (
       select t.id from todos t where ${ownSelfTest(sql, caller, selfTestRinging(sql, now), queues, now)}
@@ -109,14 +223,19 @@ const claimNextStatement = compiledPer<number, ClaimNextArgs>((queueCount) => qu
          for update skip locked
        ) l
        order by c.priority desc, c.created_at, c.seq
-       limit 1)
-      limit 1
+       limit ${upTo})
+      limit ${upTo}
+    ), seated as (
+      select p.id, u.session, u.hash, u.seat
+      from (select id, row_number() over () as seat from picked) p
+      join unnest(${arg<string[]>('sessions')}::text[], ${arg<string[]>('hashes')}::text[]) with ordinality as u(session, hash, seat) using (seat)
     ), claimed as (
-      update todos t set ${claimSet(sql, caller, now, arg<number>('lease'), arg<string | null>('hash'))}
-      from picked where t.id = picked.id
-      returning t.*
-    ), ${withAcknowledgements(sql, caller, now)}`;
-});
+      update todos t set ${claimSet(sql, caller.owner, sql`s.session`, sql`s.hash`, now, arg<number>('lease'))}
+      from seated s where t.id = s.id
+      returning t.*, s.seat
+    ), ${withAcknowledgements(sql, now)}`;
+  },
+);
 
 /** How many times claim_next looks again (after 10, 20, 30 ms) when it skipped only rows locked by someone else. */
 const CLAIM_LOCK_RETRIES = 3;

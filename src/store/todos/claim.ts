@@ -1,4 +1,4 @@
-import type { Sql, TxSql } from '../../db/connect.ts';
+import type { Fragment, Sql, TxSql } from '../../db/connect.ts';
 import { acknowledgeRing, ackedRingColumns, type AckedRing } from '../rings.ts';
 import { claimable } from './predicates.ts';
 import { refusal, withinReach, type Caller } from './reach.ts';
@@ -12,10 +12,10 @@ export const SELF_TEST_RESULT = { self_test: true, note: 'no work needed' } as c
  * The claim's assignments on `todos t`. A self-test (synthetic) todo is completed by its claim
  * instead of leased: proving the doorbell loop is the only work it asks for.
  */
-export const claimSet = (sql: Sql | TxSql, caller: Caller, now: Date, lease: number, leaseTokenHash: string | null) => sql`
+export const claimSet = (sql: Sql | TxSql, owner: string, session: string | null | Fragment, leaseTokenHash: string | null | Fragment, now: Date, lease: number) => sql`
   state = case when t.synthetic then 'done' else 'claimed' end,
-  owner = ${caller.owner},
-  claimed_session_id = ${caller.sessionId ?? null},
+  owner = ${owner},
+  claimed_session_id = ${session},
   lease_token_hash = case when t.synthetic then null else ${leaseTokenHash} end,
   lease_expires_at = case when t.synthetic then null else ${now}::timestamptz + make_interval(secs => ${lease}) end,
   result = case when t.synthetic then ${sql.json(SELF_TEST_RESULT)} else t.result end,
@@ -26,18 +26,20 @@ export const claimSet = (sql: Sql | TxSql, caller: Caller, now: Date, lease: num
 export type ClaimedTodo = TodoRow & { acked_rings: AckedRing[] };
 
 /**
- * Wraps a claiming UPDATE (a CTE named `claimed` returning t.*) so that, in the same statement and
- * so the same transaction, the claim acknowledges every open ring of that todo on that endpoint and,
- * unless it is a self-test claim (which touches only its own ring), every digest ring sent before
- * it; a self-test claim is stamped on its test report.
+ * Wraps a claiming UPDATE (a CTE named `claimed` returning t.*, one row or several) so that, in
+ * the same statement and so the same transaction, each claim acknowledges every open ring of its
+ * todo on that endpoint as the session that claimed it and, unless it is a self-test claim (which
+ * touches only its own ring), every digest ring sent before it; a self-test claim is stamped on its
+ * test report. When several todos of one endpoint are claimed together, an open digest ring is
+ * acknowledged once, by one of them, as two claims one after the other would.
  */
-export const withAcknowledgements = (sql: Sql | TxSql, caller: Caller, now: Date) => sql`
+export const withAcknowledgements = (sql: Sql | TxSql, now: Date) => sql`
   acked as (
-    update doorbell_rings r set ${acknowledgeRing(sql, 'claim', caller.sessionId ?? null, now)}
+    update doorbell_rings r set ${acknowledgeRing(sql, 'claim', sql`c.claimed_session_id`, now)}
     from claimed c
     where r.endpoint_id = c.endpoint_id and r.acked_at is null
       and ((r.kind <> 'digest' and r.todo_id = c.id) or (r.kind = 'digest' and not c.synthetic and r.sent_at <= ${now}))
-    returning ${ackedRingColumns(sql)}
+    returning ${ackedRingColumns(sql)}, c.id as claimed_id
   ),
   tested as (
     update doorbell_tests d set claimed_at = ${now}
@@ -45,7 +47,8 @@ export const withAcknowledgements = (sql: Sql | TxSql, caller: Caller, now: Date
     returning d.test_id
   )
   select c.*, c.event_id::text as event_id,
-    coalesce((select json_agg(a) from acked a), '[]'::json) as acked_rings
+    coalesce((select json_agg(json_build_object('kind', a.kind, 'synthetic', a.synthetic, 'late', a.late, 'unheardNow', a."unheardNow"))
+              from acked a where a.claimed_id = c.id), '[]'::json) as acked_rings
   from claimed c`;
 
 /**
@@ -62,10 +65,10 @@ export async function claimTodo(
 ): Promise<ClaimedTodo> {
   const [row] = await sql<ClaimedTodo[]>`
     with claimed as (
-      update todos t set ${claimSet(sql, caller, now, leaseSecs, leaseTokenHash)}
+      update todos t set ${claimSet(sql, caller.owner, caller.sessionId ?? null, leaseTokenHash, now, leaseSecs)}
       where ${withinReach(sql, caller, id, { includeSynthetic: true })} and ${claimable(sql, caller.owner, now)}
       returning t.*
-    ), ${withAcknowledgements(sql, caller, now)}`;
+    ), ${withAcknowledgements(sql, now)}`;
   if (row) return row;
   throw await refusal(sql, caller, id, (t) => notClaimable(t, now), { includeSynthetic: true });
 }
@@ -111,9 +114,9 @@ export async function claimOwnTestTodo(
   const which = todoId !== null ? sql`d.todo_id = ${todoId}` : selfTestRinging(sql, now);
   const [row] = await sql<ClaimedTodo[]>`
     with claimed as (
-      update todos t set ${claimSet(sql, caller, now, 0, null)}
+      update todos t set ${claimSet(sql, caller.owner, caller.sessionId ?? null, null, now, 0)}
       where ${ownSelfTest(sql, caller, which, sql.array([...queues]), now)}
       returning t.*
-    ), ${withAcknowledgements(sql, caller, now)}`;
+    ), ${withAcknowledgements(sql, now)}`;
   return row ?? null;
 }

@@ -18,7 +18,7 @@ export { claimable, delayDue, isPushEligible, leaseExpired, live, liveKey, pushE
 export { insertEventAndTodo, type EventInput, type NewTodo } from './insert.ts';
 export type { Caller } from './reach.ts';
 export { SELF_TEST_RESULT, claimOwnTestTodo, claimTodo, type ClaimedTodo } from './claim.ts';
-export { claimNextTodo } from './claim-next.ts';
+export { ClaimNext, MAX_CLAIMS_PER_STATEMENT, claimNextTodo } from './claim-next.ts';
 export { completeTodo, failTodo, heartbeatTodo, releaseTodo } from './transitions.ts';
 export { reapExpiredLeasesUnscoped, releaseDueDelayedUnscoped, requeueDueRetriesUnscoped } from './sweeps.ts';
 export { cancelTodo, retryTodo, type Canceler } from './operator.ts';

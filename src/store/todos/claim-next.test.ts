@@ -1,0 +1,169 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migratedDatabase } from '../../../test/support/app.ts';
+import { ManualClock } from '../../lib/clock.ts';
+import type { Sql } from '../../db/connect.ts';
+import { vendEndpoint } from '../endpoints.ts';
+import { addHuman } from '../humans.ts';
+import { insertRing, newRingId, type RingKind } from '../rings.ts';
+import { ClaimNext, MAX_CLAIMS_PER_STATEMENT, insertEventAndTodo, type Caller } from './index.ts';
+
+let db: Awaited<ReturnType<typeof migratedDatabase>>;
+let sql: Sql;
+let humanId: string;
+const clock = new ManualClock('2026-03-02T10:00:00Z');
+
+beforeAll(async () => {
+  db = await migratedDatabase();
+  sql = db.sql;
+  humanId = (await addHuman(sql, { handle: 'claim-next-tester' })).id;
+});
+afterAll(async () => db.drop());
+
+async function newEndpoint(): Promise<Caller> {
+  const { endpoint } = await vendEndpoint(sql, humanId, { name: 'worker', queues: ['reviews'] }, clock.now());
+  return { endpointId: endpoint.id, owner: `agent:${endpoint.agent_id}`, queues: ['reviews'] };
+}
+
+async function push(caller: Caller, title: string): Promise<string> {
+  clock.advance(1000);
+  const r = await insertEventAndTodo(
+    sql,
+    { source: 'operator', family: 'operator', trustMode: 'operator', verified: true, externalId: null },
+    { endpointId: caller.endpointId, queue: 'reviews', title, idempotencyKey: null, payload: { title } },
+    clock.now(),
+  );
+  return r.todo.id;
+}
+
+/** A pool that counts the claim_next statements sent through it. */
+function countingPool(): { pool: Sql; statements: () => number } {
+  let statements = 0;
+  const pool = new Proxy(sql, {
+    get(target, prop, receiver) {
+      if (prop !== 'unsafe') return Reflect.get(target, prop, receiver);
+      return (text: string, ...rest: unknown[]) => {
+        if (text.includes('own_test')) statements++;
+        return (target.unsafe as (...a: unknown[]) => unknown)(text, ...rest);
+      };
+    },
+  });
+  return { pool, statements: () => statements };
+}
+
+const ring = (c: Caller, kind: RingKind, todoId: string | null, sentAt: Date) =>
+  insertRing(sql, {
+    ringId: newRingId(),
+    endpointId: c.endpointId,
+    sessionId: 'ses-rang',
+    todoId,
+    kind,
+    queue: todoId ? 'reviews' : null,
+    synthetic: false,
+    windowSeconds: 600,
+    sentAt,
+  });
+
+describe('ClaimNext', () => {
+  it('claims that arrive while one runs go together in the next statement, each with its own session and fence, none twice', async () => {
+    const c = await newEndpoint();
+    for (let i = 0; i < 10; i++) await push(c, `job ${i}`);
+    const { pool, statements } = countingPool();
+    const claimNext = new ClaimNext(pool);
+    const sessions = Array.from({ length: MAX_CLAIMS_PER_STATEMENT }, (_, i) => `ses-${i}`);
+    const got = await Promise.all(
+      sessions.map((s) => claimNext.claim({ ...c, sessionId: s }, c.queues, 60, clock.now(), `hash-of-${s}`)),
+    );
+    // The first went alone; the seven that waited for it went together.
+    expect(statements()).toBe(2);
+    expect(new Set(got.map((t) => t!.id)).size).toBe(sessions.length);
+    const rows = await sql<{ id: string; claimed_session_id: string; lease_token_hash: string; state: string }[]>`
+      select id, claimed_session_id, lease_token_hash, state from todos where id = any(${got.map((t) => t!.id)})`;
+    for (const [i, t] of got.entries()) {
+      expect(t).toMatchObject({ state: 'claimed', claimed_session_id: sessions[i], owner: c.owner });
+      expect(rows.find((r) => r.id === t!.id)).toMatchObject({ state: 'claimed', claimed_session_id: sessions[i], lease_token_hash: `hash-of-${sessions[i]}` });
+    }
+    expect(Object.keys(got[0]!)).not.toContain('seat');
+  });
+
+  it("acknowledges each todo's open ring as the session that claimed it, and an open digest once, within one statement", async () => {
+    const c = await newEndpoint();
+    const ids = [await push(c, 'a'), await push(c, 'b'), await push(c, 'c')];
+    const first = clock.now();
+    for (const id of ids) await ring(c, 'todo', id, first);
+    // Sent after the lone first claim's now, before the batch's: only the batch can acknowledge it.
+    await ring(c, 'digest', null, new Date(first.getTime() + 1000));
+    const later = new Date(first.getTime() + 2000);
+    const { pool, statements } = countingPool();
+    const claimNext = new ClaimNext(pool);
+    const got = await Promise.all([
+      claimNext.claim({ ...c, sessionId: 'ses-a' }, c.queues, 60, first),
+      claimNext.claim({ ...c, sessionId: 'ses-b' }, c.queues, 60, later),
+      claimNext.claim({ ...c, sessionId: 'ses-c' }, c.queues, 60, later),
+    ]);
+    expect(statements()).toBe(2);
+    const rings = await sql<{ kind: string; todo_id: string | null; acked_session_id: string | null; ack_via: string | null }[]>`
+      select kind, todo_id, acked_session_id, ack_via from doorbell_rings where endpoint_id = ${c.endpointId}`;
+    for (const [i, t] of got.entries()) {
+      const own = rings.find((r) => r.todo_id === t!.id)!;
+      expect(own).toMatchObject({ acked_session_id: ['ses-a', 'ses-b', 'ses-c'][i], ack_via: 'claim' });
+    }
+    const digest = rings.find((r) => r.kind === 'digest')!;
+    expect(['ses-b', 'ses-c']).toContain(digest.acked_session_id);
+    // Each claim reports its own todo's ring; the digest goes to the one claim that acknowledged it.
+    expect(got.map((t) => t!.acked_rings.filter((r) => r.kind === 'todo'))).toEqual([1, 2, 3].map(() => [{ kind: 'todo', synthetic: false, late: false, unheardNow: false }]));
+    const digestReports = got.flatMap((t) => t!.acked_rings.filter((r) => r.kind === 'digest'));
+    expect(digestReports).toEqual([{ kind: 'digest', synthetic: false, late: false, unheardNow: false }]);
+    expect(got[0]!.acked_rings.some((r) => r.kind === 'digest')).toBe(false);
+  });
+
+  it('a claim its statement had no todo for looks again alone, and answers empty only when nothing is claimable', async () => {
+    const c = await newEndpoint();
+    await push(c, 'one');
+    await push(c, 'two');
+    const claimNext = new ClaimNext(sql);
+    const got = await Promise.all(Array.from({ length: 5 }, (_, i) => claimNext.claim({ ...c, sessionId: `ses-${i}` }, c.queues, 60, clock.now())));
+    const taken = got.filter(Boolean).map((t) => t!.id);
+    expect(taken).toHaveLength(2);
+    expect(new Set(taken).size).toBe(2);
+    const [row] = await sql<{ claimed: number }[]>`select count(*)::int as claimed from todos where endpoint_id = ${c.endpointId} and state = 'claimed'`;
+    expect(row!.claimed).toBe(2);
+  });
+
+  it('keeps claims of other endpoints, owners, queues or leases in statements of their own', async () => {
+    const a = await newEndpoint();
+    const b = await newEndpoint();
+    const ids = { a: [await push(a, 'a1'), await push(a, 'a2')], b: await push(b, 'b') };
+    const { pool, statements } = countingPool();
+    const claimNext = new ClaimNext(pool);
+    const [fromA, fromB, longer] = await Promise.all([
+      claimNext.claim(a, a.queues, 60, clock.now()),
+      claimNext.claim(b, b.queues, 60, clock.now()),
+      claimNext.claim(a, a.queues, 600, clock.now()),
+    ]);
+    expect(statements()).toBe(3);
+    expect([fromA?.id, longer?.id].sort()).toEqual([...ids.a].sort());
+    expect(fromB?.id).toBe(ids.b);
+    expect(longer?.lease_expires_at?.getTime()).toBe(clock.now().getTime() + 600_000);
+  });
+
+  it('rejects every claim of a statement that failed, and the next claim runs', async () => {
+    const c = await newEndpoint();
+    await push(c, 'after the failure');
+    let failNext = true;
+    const pool = new Proxy(sql, {
+      get(target, prop, receiver) {
+        if (prop !== 'unsafe') return Reflect.get(target, prop, receiver);
+        return (text: string, ...rest: unknown[]) => {
+          if (failNext && text.includes('own_test')) {
+            failNext = false;
+            return Promise.reject(new Error('connection lost'));
+          }
+          return (target.unsafe as (...a: unknown[]) => unknown)(text, ...rest);
+        };
+      },
+    });
+    const claimNext = new ClaimNext(pool);
+    await expect(claimNext.claim(c, c.queues, 60, clock.now())).rejects.toThrow('connection lost');
+    expect((await claimNext.claim(c, c.queues, 60, clock.now()))?.title).toBe('after the failure');
+  });
+});
