@@ -112,36 +112,37 @@ interface WaitingClaim extends ClaimSeat {
  * had no todo for looks again alone (lookAgain), so it answers "empty" only as a lone claim would.
  */
 export class ClaimNext {
-  /** Per kind of claim, the claims waiting while one of that kind runs (no entry: none runs). */
-  readonly #waiting = new Map<string, WaitingClaim[]>();
+  /** Per kind of claim, the claims waiting and the statements running (no entry: none of either). */
+  readonly #kinds = new Map<string, { waiting: WaitingClaim[]; running: number }>();
 
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    /**
+     * claim_next statements of one kind running at once. Two drained 20,000 jobs as fast as one
+     * with more PostgreSQL CPU per job, three slower (docs/performance.md, claim path step 7).
+     */
+    private readonly statementsAtOnce = 1,
+  ) {}
 
   claim(caller: Caller, queues: readonly string[], leaseSecs: number, now: Date, leaseTokenHash: string | null = null): Promise<ClaimedTodo | null> {
     const wanted = wantedQueues(queues);
     if (wanted.length === 0) return Promise.resolve(null);
-    const kind = JSON.stringify([caller.endpointId, caller.owner, leaseSecs, wanted]);
+    const key = JSON.stringify([caller.endpointId, caller.owner, leaseSecs, wanted]);
     return new Promise((resolve, reject) => {
-      const claim: WaitingClaim = { caller, now, session: caller.sessionId ?? null, hash: leaseTokenHash, resolve, reject };
-      const waiting = this.#waiting.get(kind);
-      if (waiting) {
-        waiting.push(claim);
-        return;
-      }
-      this.#waiting.set(kind, []);
-      void this.#runFrom(kind, [claim], wanted, leaseSecs);
+      let kind = this.#kinds.get(key);
+      if (!kind) this.#kinds.set(key, (kind = { waiting: [], running: 0 }));
+      kind.waiting.push({ caller, now, session: caller.sessionId ?? null, hash: leaseTokenHash, resolve, reject });
+      if (kind.running < this.statementsAtOnce) void this.#run(key, kind, wanted, leaseSecs);
     });
   }
 
-  async #runFrom(kind: string, batch: WaitingClaim[], wanted: string[], leaseSecs: number): Promise<void> {
-    for (;;) {
-      await this.#claimFor(batch, wanted, leaseSecs);
-      const waiting = this.#waiting.get(kind)!;
-      if (waiting.length === 0) {
-        this.#waiting.delete(kind);
-        return;
-      }
-      batch = waiting.splice(0, MAX_CLAIMS_PER_STATEMENT);
+  async #run(key: string, kind: { waiting: WaitingClaim[]; running: number }, wanted: string[], leaseSecs: number): Promise<void> {
+    kind.running++;
+    try {
+      while (kind.waiting.length > 0) await this.#claimFor(kind.waiting.splice(0, MAX_CLAIMS_PER_STATEMENT), wanted, leaseSecs);
+    } finally {
+      kind.running--;
+      if (kind.running === 0 && kind.waiting.length === 0) this.#kinds.delete(key);
     }
   }
 
