@@ -8,7 +8,8 @@ import type { Caller } from './reach.ts';
 /**
  * Claims the next claimable todo across the caller's queues (highest priority first, then the
  * oldest), or returns null when none is. A self-test todo whose doorbell rang comes first: its
- * claim completes it (claimSet), in the same one statement.
+ * claim completes it (claimSet), in the same one statement. This is one claim on its own; an
+ * instance claims through ClaimNext (below), whose statements take the claims that waited together.
  *
  * The candidates come in that order from one ordered index scan per queue over the due pending
  * rows (todos_claim_scan_idx), merged with the few delayed todos come due that the reaper has not
