@@ -1,10 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from '../../../test/support/agents.ts';
 import { migratedDatabase } from '../../../test/support/app.ts';
 import { ManualClock } from '../../lib/clock.ts';
 import type { Sql } from '../../db/connect.ts';
 import { vendEndpoint } from '../endpoints.ts';
 import { addHuman } from '../humans.ts';
 import { insertRing, newRingId, type RingKind } from '../rings.ts';
+import { recordTestDelivery, startSelfTest } from '../selftests.ts';
+import { ulid } from 'ulidx';
 import { ClaimNext, MAX_CLAIMS_PER_STATEMENT, insertEventAndTodo, type Caller } from './index.ts';
 
 let db: Awaited<ReturnType<typeof migratedDatabase>>;
@@ -114,6 +117,51 @@ describe('ClaimNext', () => {
     const digestReports = got.flatMap((t) => t!.acked_rings.filter((r) => r.kind === 'digest'));
     expect(digestReports).toEqual([{ kind: 'digest', synthetic: false, late: false, unheardNow: false }]);
     expect(got[0]!.acked_rings.some((r) => r.kind === 'digest')).toBe(false);
+  });
+
+  it("gives the endpoint's ringing self-test to one seat of a statement, completed by that claim and stamped on its report; the other seats take real work", async () => {
+    const c = await newEndpoint();
+    const real = [await push(c, 'first'), await push(c, 'second'), await push(c, 'third')];
+    // The lone first claim runs before the test exists; its answer is held so the next three wait and go together.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let first = true;
+    let statements = 0;
+    const pool = new Proxy(sql, {
+      get(target, prop, receiver) {
+        if (prop !== 'unsafe') return Reflect.get(target, prop, receiver);
+        const unsafe = target.unsafe as (...a: unknown[]) => Promise<unknown>;
+        return (text: string, ...rest: unknown[]) => {
+          if (!text.includes('own_test')) return unsafe(text, ...rest);
+          statements++;
+          const hold = first;
+          first = false;
+          return unsafe(text, ...rest).then(async (rows) => (hold ? (await held, rows) : rows));
+        };
+      },
+    });
+    const claimNext = new ClaimNext(pool);
+    const lone = claimNext.claim({ ...c, sessionId: 'ses-lone' }, c.queues, 60, clock.now());
+    await until(() => statements === 1, 'the lone claim to run');
+    const test = await startSelfTest(
+      sql,
+      { testId: `dt_${ulid()}`, endpointId: c.endpointId, queue: 'reviews', waitSeconds: 60, ringDueAt: clock.now(), serverVersion: 'test', streamAttached: true, channelCapability: {} },
+      clock.now(),
+    );
+    await recordTestDelivery(sql, test.test_id, { delivery: 'written', at: clock.now(), sessionId: 'ses-1', clientName: 'test', ringId: null });
+    const waiting = ['ses-1', 'ses-2', 'ses-3'].map((s) => claimNext.claim({ ...c, sessionId: s }, c.queues, 60, clock.now(), `hash-of-${s}`));
+    release();
+    const [alone, ...together] = await Promise.all([lone, ...waiting]);
+    expect(statements).toBe(2);
+    expect(alone!.id).toBe(real[0]);
+    const tests = together.filter((t) => t!.synthetic);
+    expect(tests.map((t) => [t!.id, t!.state, t!.lease_token_hash])).toEqual([[test.todo_id, 'done', null]]);
+    expect(together.filter((t) => !t!.synthetic).map((t) => [t!.id, t!.state])).toEqual([
+      [real[1], 'claimed'],
+      [real[2], 'claimed'],
+    ]);
+    const [report] = await sql<{ claimed_at: Date | null }[]>`select claimed_at from doorbell_tests where test_id = ${test.test_id}`;
+    expect(report!.claimed_at).not.toBeNull();
   });
 
   it('a claim its statement had no todo for looks again alone, and answers empty only when nothing is claimable', async () => {

@@ -47,8 +47,7 @@ export const withAcknowledgements = (sql: Sql | TxSql, now: Date) => sql`
     returning d.test_id
   )
   select c.*, c.event_id::text as event_id,
-    coalesce((select json_agg(json_build_object('kind', a.kind, 'synthetic', a.synthetic, 'late', a.late, 'unheardNow', a."unheardNow"))
-              from acked a where a.claimed_id = c.id), '[]'::json) as acked_rings
+    coalesce((select jsonb_agg(to_jsonb(a) - 'claimed_id') from acked a where a.claimed_id = c.id), '[]'::jsonb) as acked_rings
   from claimed c`;
 
 /**
