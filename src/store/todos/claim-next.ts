@@ -1,5 +1,6 @@
 import { arg, compiledPer } from '../../db/compiled.ts';
 import type { Sql } from '../../db/connect.ts';
+import { Batches, type Waiting } from '../../lib/batches.ts';
 import { RESERVED_QUEUE } from '../../domain/scope.ts';
 import { claimSet, ownSelfTest, selfTestRinging, withAcknowledgements, type ClaimedTodo } from './claim.ts';
 import { claimable, claimableStates } from './predicates.ts';
@@ -98,9 +99,9 @@ export const MAX_CLAIMS_PER_STATEMENT = 8;
 
 interface WaitingClaim extends ClaimSeat {
   caller: Caller;
+  wanted: string[];
+  leaseSecs: number;
   now: Date;
-  resolve: (row: ClaimedTodo | null) => void;
-  reject: (err: unknown) => void;
 }
 
 /**
@@ -113,8 +114,7 @@ interface WaitingClaim extends ClaimSeat {
  * had no todo for looks again alone (lookAgain), so it answers "empty" only as a lone claim would.
  */
 export class ClaimNext {
-  /** Per kind of claim, the claims waiting and the statements running (no entry: none of either). */
-  readonly #kinds = new Map<string, { waiting: WaitingClaim[]; running: number }>();
+  readonly #batches: Batches<WaitingClaim, ClaimedTodo | null>;
 
   constructor(
     private readonly sql: Sql,
@@ -122,44 +122,25 @@ export class ClaimNext {
      * claim_next statements of one kind running at once. Two drained 20,000 jobs as fast as one
      * with more PostgreSQL CPU per job, three slower (docs/performance.md, claim path step 7).
      */
-    private readonly statementsAtOnce = 1,
-  ) {}
+    statementsAtOnce = 1,
+  ) {
+    this.#batches = new Batches((calls) => this.#claimFor(calls), { perRun: MAX_CLAIMS_PER_STATEMENT, atOnce: statementsAtOnce });
+  }
 
   claim(caller: Caller, queues: readonly string[], leaseSecs: number, now: Date, leaseTokenHash: string | null = null): Promise<ClaimedTodo | null> {
     const wanted = wantedQueues(queues);
     if (wanted.length === 0) return Promise.resolve(null);
-    const key = JSON.stringify([caller.endpointId, caller.owner, leaseSecs, wanted]);
-    return new Promise((resolve, reject) => {
-      let kind = this.#kinds.get(key);
-      if (!kind) this.#kinds.set(key, (kind = { waiting: [], running: 0 }));
-      kind.waiting.push({ caller, now, session: caller.sessionId ?? null, hash: leaseTokenHash, resolve, reject });
-      if (kind.running < this.statementsAtOnce) void this.#run(key, kind, wanted, leaseSecs);
-    });
+    const kind = JSON.stringify([caller.endpointId, caller.owner, leaseSecs, wanted]);
+    return this.#batches.add(kind, { caller, wanted, leaseSecs, now, session: caller.sessionId ?? null, hash: leaseTokenHash });
   }
 
-  async #run(key: string, kind: { waiting: WaitingClaim[]; running: number }, wanted: string[], leaseSecs: number): Promise<void> {
-    kind.running++;
-    try {
-      while (kind.waiting.length > 0) await this.#claimFor(kind.waiting.splice(0, MAX_CLAIMS_PER_STATEMENT), wanted, leaseSecs);
-    } finally {
-      kind.running--;
-      if (kind.running === 0 && kind.waiting.length === 0) this.#kinds.delete(key);
-    }
-  }
-
-  async #claimFor(batch: WaitingClaim[], wanted: string[], leaseSecs: number): Promise<void> {
-    const now = new Date(Math.max(...batch.map((c) => c.now.getTime())));
-    let rows: (ClaimedTodo | undefined)[];
-    try {
-      rows = await runClaimNext(this.sql, batch[0]!.caller, wanted, leaseSecs, now, batch);
-    } catch (err) {
-      for (const c of batch) c.reject(err);
-      return;
-    }
-    batch.forEach((c, i) => {
+  async #claimFor(calls: Waiting<WaitingClaim, ClaimedTodo | null>[]): Promise<void> {
+    const { caller, wanted, leaseSecs } = calls[0]!.item;
+    const now = new Date(Math.max(...calls.map((c) => c.item.now.getTime())));
+    const rows = await runClaimNext(this.sql, caller, wanted, leaseSecs, now, calls.map((c) => c.item));
+    calls.forEach(({ item, resolve }, i) => {
       const row = rows[i];
-      if (row) c.resolve(row);
-      else lookAgain(this.sql, c.caller, wanted, leaseSecs, c.now, c.hash).then(c.resolve, c.reject);
+      resolve(row ?? lookAgain(this.sql, item.caller, wanted, leaseSecs, item.now, item.hash));
     });
   }
 }
