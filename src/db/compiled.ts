@@ -104,3 +104,9 @@ export function compiledPer<V, Args extends Record<string, unknown>>(
     return statement;
   };
 }
+
+/** A statement with one variant, composed on first use. */
+export function compiledOnce<Args extends Record<string, unknown>>(compose: (sql: Sql) => unknown): (sql: Sql) => Compiled<Args> {
+  const per = compiledPer<null, Args>(() => 0, (sql) => compose(sql));
+  return (sql) => per(sql, null);
+}

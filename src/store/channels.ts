@@ -123,6 +123,10 @@ export const notifyEncoded = (sql: Sql | TxSql, channel: Channel, encoded: strin
 export const presenceNotifyPerRow = (sql: Sql | TxSql, endpointIdColumn: string, changeColumn: string) =>
   sql`pg_notify(${'endpoint_presence' satisfies Channel}, ${sql(endpointIdColumn)}::text || ':' || ${sql(changeColumn)})`;
 
+/** `todo_ready` for every row of a statement, from its endpoint and queue columns (the same encoding as encodePayload). */
+export const todoReadyNotifyPerRow = (sql: Sql | TxSql, endpointIdColumn: string, queueColumn: string) =>
+  sql`pg_notify(${'todo_ready' satisfies Channel}, ${sql(endpointIdColumn)}::text || ':' || ${sql(queueColumn)})`;
+
 /** `mcp_session` `<id>:closed` for every row of a statement (the same encoding as encodePayload). */
 export const sessionClosedNotifyPerRow = (sql: Sql | TxSql, idColumn: string) =>
   sql`pg_notify(${'mcp_session' satisfies Channel}, ${sql(idColumn)} || ':closed')`;

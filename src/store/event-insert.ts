@@ -1,5 +1,5 @@
-import { arg, argsOf } from '../db/compiled.ts';
-import type { Sql } from '../db/connect.ts';
+import { argsOf } from '../db/compiled.ts';
+import type { Fragment, Sql } from '../db/connect.ts';
 import { endpointRevoked } from './endpoints.ts';
 import type { TodoRow } from './todos/row.ts';
 import { touchDelivery } from './webhooks.ts';
@@ -29,24 +29,11 @@ export interface EventInput {
   replay?: { bodySha256: Buffer; since: Date } | null;
 }
 
-/**
- * What varies the text of a delivery's statement: whether a webhook received it (its last delivery
- * is touched) and whether its signed body claims a replay key. Each shape is composed once.
- */
-export interface EventShape {
-  webhook: boolean;
-  replay: boolean;
-}
-
-export const eventShape = (event: EventInput): EventShape => ({ webhook: !!event.webhookId, replay: !!(event.replay && event.webhookId) });
-
-/** The name of a shape's compiled statement. */
-export const shapeKey = (shape: EventShape): string => `${shape.webhook}:${shape.replay}`;
-
-/** The values eventCtes' statement takes at each run (src/db/compiled.ts). */
-export interface EventArgs extends Record<string, unknown> {
-  endpoint: string;
-  now: Date;
+/** The event half of one row of a delivery statement's `input` (eventRow): every value as JSON. */
+export interface EventRow {
+  /** The row's position in the statement (1-based): its answer comes back under the same n. */
+  n: number;
+  now: string;
   ev_source: string;
   ev_family: string;
   ev_type: string | null;
@@ -55,21 +42,23 @@ export interface EventArgs extends Record<string, unknown> {
   ev_verified: boolean;
   ev_detail: string | null;
   ev_content_type: string | null;
-  /** JSON text. */
-  ev_headers: string;
-  ev_body: Buffer | null;
+  ev_headers: Record<string, string>;
+  /** The raw body as bytea's hex input (`\x...`), as the driver would send a Buffer. */
+  ev_body: string | null;
   ev_size: number;
   ev_webhook: string | null;
   ev_endpoint: string;
-  ev_sha: Buffer | null;
-  replay_since: Date | null;
+  /** The signed body's SHA-256 as bytea hex input: the replay key it claims (null: claims none). */
+  ev_sha: string | null;
 }
 
-export function eventArgs(event: EventInput, endpointId: string, now: Date): EventArgs {
-  const replay = eventShape(event).replay ? event.replay! : null;
+const byteaInput = (b: Buffer): string => `\\x${b.toString('hex')}`;
+
+export function eventRow(n: number, event: EventInput, endpointId: string, now: Date): EventRow {
+  const replay = event.replay && event.webhookId ? event.replay : null;
   return {
-    endpoint: endpointId,
-    now,
+    n,
+    now: now.toISOString(),
     ev_source: event.source,
     ev_family: event.family,
     ev_type: event.eventType ?? null,
@@ -78,55 +67,77 @@ export function eventArgs(event: EventInput, endpointId: string, now: Date): Eve
     ev_verified: event.verified,
     ev_detail: event.verifyDetail ?? null,
     ev_content_type: event.contentType ?? null,
-    ev_headers: JSON.stringify(event.headers ?? {}),
-    ev_body: event.payload ?? null,
+    ev_headers: event.headers ?? {},
+    ev_body: event.payload ? byteaInput(event.payload) : null,
     ev_size: event.payload?.length ?? 0,
     ev_webhook: event.webhookId ?? null,
     ev_endpoint: event.endpointId ?? endpointId,
-    ev_sha: replay?.bodySha256 ?? null,
-    replay_since: replay?.since ?? null,
+    ev_sha: replay ? byteaInput(replay.bodySha256) : null,
   };
 }
 
 /**
- * The CTEs `ep` (the endpoint, if active), `ids` (the new event's id), `claimed_key` (a row when
- * this delivery may be written: always without a replay check, else when it won the body's key),
- * `new_event` (id, verified, trust_mode of the event written) and `touched`, written with the
- * EventArgs as `arg`s. A statement starts `with ${eventCtes(...)}`, reads them, and is compiled.
- *
- * The replay key is claimed with INSERT ... ON CONFLICT on (webhook, body): a second copy of a body
- * waits on the first's key until that commits, then finds it taken within the window and writes
- * nothing. A key older than the window is taken over, so that body is new again.
+ * How far back a body counts as already received, in ms: the same for every row of a statement
+ * (its rows are batched by it). A delivery that claims no replay key has none (0).
  */
-export function eventCtes(sql: Sql, shape: EventShape) {
-  const a = argsOf<EventArgs>();
-  const now = sql`${a('now')}::timestamptz`;
-  const webhook = sql`${a('ev_webhook')}::uuid`;
-  const claimKey = shape.replay
-    ? sql`
-        insert into replay_keys (webhook_id, body_sha256, received_at, event_id)
-        select ${webhook}, ${a('ev_sha')}::bytea, ${now}, ids.id from ids
-        on conflict (webhook_id, body_sha256) do update set received_at = excluded.received_at, event_id = excluded.event_id
-          where replay_keys.received_at < ${a('replay_since')}::timestamptz
-        returning 1`
-    : sql`select 1 from ids`;
+export const replayWindowMs = (event: EventInput, now: Date): number =>
+  event.replay && event.webhookId ? now.getTime() - event.replay.since.getTime() : 0;
+
+/** The values every delivery statement takes: its endpoint, its rows (as JSON text) and its replay window. */
+export interface DeliveryArgs extends Record<string, unknown> {
+  endpoint: string;
+  /** JSON text: an array of rows (EventRow and the statement's own columns). */
+  rows: string;
+  replay_window_ms: number;
+}
+
+/**
+ * The CTEs `input` (the rows, with `extraColumns` after the event's), `ep` (the endpoint, if
+ * active), `ids` (each row's new event id), `claimed_key` (the rows' replay keys won), `new_event`
+ * (n, id, verified, trust_mode of each event written) and `touched`, written with DeliveryArgs as
+ * `arg`s. A statement starts `with ${eventCtes(...)}`, reads them, and is compiled. Every row is
+ * for the statement's one endpoint.
+ *
+ * The rows come as one JSON array rather than a parameter per column: the driver types an array
+ * parameter by its first element, and JSON carries each row's headers and payload as they are.
+ *
+ * A row without a replay key is always written. One with a key claims it with INSERT ... ON
+ * CONFLICT on (webhook, body): a second copy of a body waits on the first's key until that
+ * commits, then finds it taken within the window and writes nothing. A key older than the window
+ * is taken over, so that body is new again. No two rows of one statement carry the same key
+ * (DeliveryBatches keeps them apart): ON CONFLICT cannot update one row twice.
+ */
+export function eventCtes(sql: Sql, rowCount: number, extraColumns?: Fragment) {
+  const a = argsOf<DeliveryArgs>();
   return sql`
-    ep as (
+    input as materialized (
+      select * from jsonb_to_recordset(${a('rows')}::text::jsonb) as r(
+        n int, now timestamptz, ev_source text, ev_family text, ev_type text, ev_external text, ev_trust text,
+        ev_verified boolean, ev_detail text, ev_content_type text, ev_headers jsonb, ev_body bytea, ev_size int,
+        ev_webhook uuid, ev_endpoint uuid, ev_sha bytea${extraColumns ? sql`, ${extraColumns}` : sql``})
+      -- The planner takes a set-returning function for 100 rows; a literal limit tells it how few.
+      limit ${sql.unsafe(String(rowCount))}
+    ), ep as (
       select id from endpoints where id = ${a('endpoint')}::uuid and state = 'active' for share
-    ), ids as (
-      select nextval(pg_get_serial_sequence('events', 'id')) as id from ep
-    ), claimed_key as (${claimKey}
+    ), ids as materialized (
+      select i.n, nextval(pg_get_serial_sequence('events', 'id')) as id from input i, ep order by i.n
+    ), claimed_key as (
+      insert into replay_keys (webhook_id, body_sha256, received_at, event_id)
+      select i.ev_webhook, i.ev_sha, i.now, ids.id from ids join input i using (n) where i.ev_sha is not null
+      on conflict (webhook_id, body_sha256) do update set received_at = excluded.received_at, event_id = excluded.event_id
+        where replay_keys.received_at < excluded.received_at - ${a('replay_window_ms')}::bigint * interval '1 millisecond'
+      returning event_id
     ), new_event as (
       insert into events (id, source, family, event_type, external_id, trust_mode, verified, verify_detail,
                           content_type, headers, payload, payload_size, webhook_id, endpoint_id, received_at, body_sha256)
       overriding system value
-      select ids.id, ${a('ev_source')}::text, ${a('ev_family')}::text, ${a('ev_type')}::text, ${a('ev_external')}::text,
-             ${a('ev_trust')}::text, ${a('ev_verified')}::boolean, ${a('ev_detail')}::text, ${a('ev_content_type')}::text,
-             ${a('ev_headers')}::text::jsonb, ${a('ev_body')}::bytea, ${a('ev_size')}::int,
-             ${webhook}, ${a('ev_endpoint')}::uuid, ${now}, ${shape.replay ? sql`${a('ev_sha')}::bytea` : sql`null`}
-      from ids where exists (select 1 from claimed_key)
+      select ids.id, i.ev_source, i.ev_family, i.ev_type, i.ev_external, i.ev_trust, i.ev_verified, i.ev_detail,
+             i.ev_content_type, i.ev_headers, i.ev_body, i.ev_size, i.ev_webhook, i.ev_endpoint, i.now, i.ev_sha
+      from ids join input i using (n)
+      where i.ev_sha is null or ids.id in (select event_id from claimed_key)
+      order by ids.n
       returning id, verified, trust_mode
-    ), touched as (${shape.webhook ? touchDelivery(sql, a('ev_webhook'), arg<Date>('now')) : sql`select 1 where false`}
+    ), touched as (${touchDelivery(sql, sql`select i.ev_webhook from new_event ne join ids using (id) join input i using (n)`, sql`(select max(now) from input)`)}
     )`;
 }
 

@@ -1,6 +1,6 @@
-import { compiledPer } from '../db/compiled.ts';
+import { compiledOnce } from '../db/compiled.ts';
 import type { Sql } from '../db/connect.ts';
-import { endpointGone, eventArgs, eventCtes, eventShape, replayKeyHolder, shapeKey, type EventArgs, type EventShape } from './event-insert.ts';
+import { endpointGone, eventCtes, eventRow, replayKeyHolder, replayWindowMs, type DeliveryArgs } from './event-insert.ts';
 import type { EventInput } from './todos/index.ts';
 
 /**
@@ -15,17 +15,20 @@ export async function recordEventWithoutTodo(
   event: EventInput & { endpointId: string },
   now: Date,
 ): Promise<{ eventId: string; created: boolean }> {
-  const [row] = await recordStatement(sql, eventShape(event)).run<{ active: boolean; new_event_id: string | null }>(sql, eventArgs(event, event.endpointId, now));
+  const args: DeliveryArgs = {
+    endpoint: event.endpointId,
+    rows: JSON.stringify([eventRow(1, event, event.endpointId, now)]),
+    replay_window_ms: replayWindowMs(event, now),
+  };
+  const [row] = await recordStatement(sql).run<{ active: boolean; new_event_id: string | null }>(sql, args);
   if (!row!.active) return endpointGone(sql, event.endpointId);
   if (row!.new_event_id !== null) return { eventId: row!.new_event_id, created: true };
   const holder = await replayKeyHolder(sql, event.webhookId!, event.replay!.bodySha256, event.endpointId);
   return { eventId: holder?.eventId ?? '', created: false };
 }
 
-/** The statement for each event shape, composed once (src/db/compiled.ts). */
-const recordStatement = compiledPer<EventShape, EventArgs>(
-  shapeKey,
-  (sql, shape) => sql`
-    with ${eventCtes(sql, shape)}
+const recordStatement = compiledOnce<DeliveryArgs>(
+  (sql) => sql`
+    with ${eventCtes(sql, 1)}
     select exists (select 1 from ep) as active, (select id::text from new_event) as new_event_id`,
 );

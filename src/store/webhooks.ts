@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { Sql } from '../db/connect.ts';
+import type { Fragment, Sql } from '../db/connect.ts';
 import { conflict, notFound, SwitchboardError } from '../domain/errors.ts';
 import { hashSecret } from '../lib/secrets.ts';
 import { SOURCE_TYPES, type SourceType } from '../domain/webhook-source.ts';
@@ -118,14 +118,14 @@ export async function findIngestTargetUnscoped(sql: Sql, ingestToken: string): P
 }
 
 /**
- * Stamps a webhook's last delivery, at most once a minute (every delivery writing one hot row would
- * serialize them): a CTE of every delivery's one statement, run only when that statement wrote the
- * delivery's event (`new_event`), so a refused one (a replay, a revoked endpoint) changes nothing.
+ * Stamps the webhooks of the deliveries a statement wrote (`webhookIds`, a subquery over its
+ * written events, so a refused one — a replay, a revoked endpoint — changes nothing) with their
+ * last delivery, at most once a minute (every delivery writing one hot row would serialize them):
+ * a CTE of every delivery statement.
  */
-export const touchDelivery = (sql: Sql, webhookId: string, now: Date) => sql`
+export const touchDelivery = (sql: Sql, webhookIds: Fragment, now: Fragment) => sql`
   update webhooks set last_delivery_at = ${now}
-  where id = ${webhookId} and (last_delivery_at is null or last_delivery_at < ${now}::timestamptz - interval '60 seconds')
-    and exists (select 1 from new_event)`;
+  where id in (${webhookIds}) and (last_delivery_at is null or last_delivery_at < ${now} - interval '60 seconds')`;
 
 export async function countSignedWebhooksUnscoped(sql: Sql): Promise<number> {
   const [row] = await sql<{ n: number }[]>`select count(*)::int as n from webhooks where trust_mode = 'signed'`;

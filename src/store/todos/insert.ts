@@ -1,8 +1,8 @@
 import type { Sql } from '../../db/connect.ts';
 import { conflict } from '../../domain/errors.ts';
 import { argsOf, compiledPer } from '../../db/compiled.ts';
-import { encodePayload, notifyEncoded } from '../channels.ts';
-import { dropEvent, endpointGone, eventArgs, eventCtes, eventShape, replayKeyHolder, shapeKey, type EventArgs, type EventInput, type EventShape } from '../event-insert.ts';
+import { todoReadyNotifyPerRow } from '../channels.ts';
+import { dropEvent, endpointGone, eventCtes, eventRow, replayKeyHolder, replayWindowMs, type DeliveryArgs, type EventInput, type EventRow } from '../event-insert.ts';
 import { liveKey, pushEligible } from './predicates.ts';
 import { newTodoId, type TodoRow } from './row.ts';
 
@@ -24,6 +24,21 @@ export interface NewTodo {
   synthetic?: boolean;
 }
 
+/** One delivery for insertDeliveries: the event as received, the todo it mints, and when. */
+export interface Delivery {
+  event: EventInput;
+  todo: NewTodo;
+  now: Date;
+}
+
+export interface Inserted {
+  todo: TodoRow;
+  created: boolean;
+  eventId: string | null;
+  /** The todo passed the sender gate (verified or token-trusted, due, a real queue): the caller rings for it. */
+  pushEligible: boolean;
+}
+
 /**
  * Records one producer delivery and the todo it mints in one statement: the endpoint share-locked
  * and active (a revocation that committed first leaves nothing written, one that comes later waits
@@ -43,27 +58,56 @@ export async function insertEventAndTodo(
   todo: NewTodo,
   now: Date,
   instanceId: string | null = null,
-): Promise<{ todo: TodoRow; created: boolean; eventId: string | null; pushEligible: boolean }> {
-  const key = todo.idempotencyKey ? todo.idempotencyKey : null;
-  const args: InsertArgs = {
-    ...eventArgs(event, todo.endpointId, now),
-    todo_id: newTodoId(),
-    queue: todo.queue,
-    source: todo.source ?? null,
-    kind: todo.kind ?? null,
-    title: todo.title,
-    // As JSON text: the driver types a parameter by its value, and a top-level array of booleans would be sent as one.
-    payload: JSON.stringify(todo.payload ?? {}),
-    key,
-    max_attempts: todo.maxAttempts ?? 5,
-    priority: todo.priority ?? 0,
-    run_at: todo.runAt ?? null,
-    synthetic: todo.synthetic ?? false,
-    ready: encodePayload('todo_ready', { endpointId: todo.endpointId, queue: todo.queue }),
-    instance: instanceId,
-  };
-  const [row] = await insertStatement(sql, eventShape(event)).run<TodoRow & { active: boolean; new_event_id: string | null; push_eligible: number; woken: number }>(sql, args);
-  const { active, new_event_id: newEventId, push_eligible: eligible, woken: _woken, ...fields } = row!;
+): Promise<Inserted> {
+  const [inserted] = await insertDeliveries(sql, [{ event, todo, now }], instanceId);
+  return inserted!;
+}
+
+/**
+ * insertEventAndTodo for several deliveries in one statement (DeliveryBatches): each row is
+ * written, refused or collapsed onto a live todo exactly as it would be alone. They must share one
+ * endpoint and one replay window, and no two may carry the same replay key or idempotency key
+ * (one statement cannot write a unique key twice). The statement's failure rejects the returned
+ * promise; each delivery's own outcome (a replay whose todo is gone, the endpoint revoked) is its
+ * own promise's.
+ */
+export async function insertDeliveries(sql: Sql, deliveries: readonly Delivery[], instanceId: string | null = null): Promise<Promise<Inserted>[]> {
+  const first = deliveries[0]!;
+  const endpoint = first.todo.endpointId;
+  const window = replayWindowMs(first.event, first.now);
+  const rows = deliveries.map(({ event, todo, now }, i): InsertRow => {
+    if (todo.endpointId !== endpoint || replayWindowMs(event, now) !== window) {
+      throw new Error('insertDeliveries: the deliveries of one statement share an endpoint and a replay window');
+    }
+    return {
+      ...eventRow(i + 1, event, endpoint, now),
+      todo_id: newTodoId(),
+      queue: todo.queue,
+      source: todo.source ?? null,
+      kind: todo.kind ?? null,
+      title: todo.title,
+      payload: todo.payload ?? {},
+      key: todo.idempotencyKey ? todo.idempotencyKey : null,
+      max_attempts: todo.maxAttempts ?? 5,
+      priority: todo.priority ?? 0,
+      run_at: todo.runAt ? todo.runAt.toISOString() : null,
+      synthetic: todo.synthetic ?? false,
+    };
+  });
+  const args: InsertArgs = { endpoint, rows: JSON.stringify(rows), replay_window_ms: window, instance: instanceId };
+  const answers = await insertStatement(sql, rows.length).run<TodoRow & { n: number; active: boolean; new_event_id: string | null; push_eligible: boolean; woken: number }>(sql, args);
+  const byRow = new Map(answers.map((a) => [a.n, a]));
+  return deliveries.map((d, i) => settle(sql, d, rows[i]!.key, byRow.get(i + 1)!));
+}
+
+/** One delivery's outcome from its row of the statement's answer. */
+async function settle(
+  sql: Sql,
+  { event, todo }: Delivery,
+  key: string | null,
+  answer: TodoRow & { n: number; active: boolean; new_event_id: string | null; push_eligible: boolean; woken: number },
+): Promise<Inserted> {
+  const { n: _n, active, new_event_id: newEventId, push_eligible: eligible, woken: _woken, ...fields } = answer;
   if (!active) return endpointGone(sql, todo.endpointId);
   if (newEventId === null) {
     // A replay: this body already came to this webhook within the window.
@@ -71,7 +115,7 @@ export async function insertEventAndTodo(
     if (!prior) throw conflict('this body was already delivered to this webhook; the todo it made is gone');
     return { todo: prior, created: false, eventId: prior.event_id, pushEligible: false };
   }
-  if (fields.id) return { todo: fields as TodoRow, created: true, eventId: newEventId, pushEligible: eligible > 0 };
+  if (fields.id) return { todo: fields as TodoRow, created: true, eventId: newEventId, pushEligible: eligible };
   // A duplicate by key changes nothing: drop the event (and the body's key) just written.
   await dropEvent(sql, newEventId);
   const [existing] = await sql<TodoRow[]>`
@@ -81,48 +125,56 @@ export async function insertEventAndTodo(
   return { todo: existing, created: false, eventId: existing.event_id, pushEligible: false };
 }
 
-interface InsertArgs extends EventArgs {
+/** A row of the delivery statement's input: the event's columns, then the todo's. */
+interface InsertRow extends EventRow {
   todo_id: string;
   queue: string;
   source: string | null;
   kind: string | null;
   title: string;
-  /** JSON text. */
-  payload: string;
+  payload: unknown;
   key: string | null;
   max_attempts: number;
   priority: number;
-  run_at: Date | null;
+  run_at: string | null;
   synthetic: boolean;
-  /** The todo_ready payload (channels.ts encodes it). */
-  ready: string;
+}
+
+interface InsertArgs extends DeliveryArgs {
   /** The pushing instance (its directory id), or null to wake every instance whoever is registered. */
   instance: string | null;
 }
 
-/** The delivery statement for each event shape, composed once (src/db/compiled.ts). */
-const insertStatement = compiledPer<EventShape, InsertArgs>(shapeKey, (sql, shape) => {
+/** The delivery statement for each number of rows, composed once (src/db/compiled.ts). */
+const insertStatement = compiledPer<number, InsertArgs>((rowCount) => rowCount, (sql, rowCount) => {
   const a = argsOf<InsertArgs>();
+  const todoColumns = sql`
+    todo_id text, queue text, source text, kind text, title text, payload jsonb, key text,
+    max_attempts int, priority int, run_at timestamptz, synthetic boolean`;
   return sql`
-    with ${eventCtes(sql, shape)}, t as (
+    with ${eventCtes(sql, rowCount, todoColumns)}, t as (
       insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, idempotency_key,
                          max_attempts, priority, run_at, synthetic, created_at, updated_at)
-      select ${a('todo_id')}::text, ${a('endpoint')}::uuid, ${a('queue')}::text, ${a('source')}::text, ${a('kind')}::text,
-             ${a('title')}::text, ${a('payload')}::text::jsonb, new_event.id, ${a('key')}::text,
-             ${a('max_attempts')}::int, ${a('priority')}::int, ${a('run_at')}::timestamptz, ${a('synthetic')}::boolean,
-             ${a('now')}::timestamptz, ${a('now')}::timestamptz
-      from new_event
+      select i.todo_id, ${a('endpoint')}::uuid, i.queue, i.source, i.kind, i.title, i.payload, ne.id, i.key,
+             i.max_attempts, i.priority, i.run_at, i.synthetic, i.now, i.now
+      from new_event ne join ids using (id) join input i using (n)
+      order by i.n
       on conflict (endpoint_id, idempotency_key) where ${liveKey(sql)} do nothing
       returning *
     ), eligible as materialized (
-      select 1 from t where ${pushEligible(sql, 'new_event')}
+      select t.id, t.endpoint_id, t.queue from t where ${pushEligible(sql, 'new_event')}
     ), woken as materialized (
-      select ${notifyEncoded(sql, 'todo_ready', a('ready'))} from eligible
+      select ${todoReadyNotifyPerRow(sql, 'endpoint_id', 'queue')} from eligible
       where ${a('instance')}::text is null or exists (select 1 from instances i where i.id <> ${a('instance')}::text)
     )
-    select exists (select 1 from ep) as active, (select id::text from new_event) as new_event_id,
+    select i.n, exists (select 1 from ep) as active, ne.id::text as new_event_id, e.id is not null as push_eligible,
            -- Read so that the notify runs: PostgreSQL skips a plain SELECT CTE nothing reads.
-           (select count(*) from eligible)::int as push_eligible, (select count(*) from woken)::int as woken,
+           (select count(*) from woken)::int as woken,
            t.*, t.event_id::text as event_id
-    from (select 1) one left join t on true`;
+    from input i
+    left join ids on ids.n = i.n
+    left join new_event ne on ne.id = ids.id
+    left join t on t.event_id = ne.id
+    left join eligible e on e.id = t.id
+    order by i.n`;
 });
