@@ -13,10 +13,10 @@ import {
 import {
   TODO_STATES,
   TODO_STATE_FILTERS,
+  DeliveryBatches,
   cancelTodo,
   detailTodo,
   getTodo,
-  insertEventAndTodo,
   isDead,
   listTodos,
   queueStatsUnscoped,
@@ -106,20 +106,23 @@ const describeAuthor = (h: PushAuthor) => `${h.display_name ?? h.email ?? h.hand
 
 /**
  * Producing todos. Every producer (an operator over /api/v1, a webhook delivery) goes through
- * `push`: the event and its todo in one transaction, then, after commit, the fan-out for a new
- * push-eligible todo (this instance's doorbell and notify hooks).
+ * `push`: the event and its todo in one statement (pushes to one endpoint that wait go together,
+ * DeliveryBatches), then, after commit, the fan-out for a new push-eligible todo (this instance's
+ * doorbell and notify hooks).
  */
 export class TodoService {
   readonly #base: ServiceBase;
   readonly #fanOut: TodoFanOut;
+  readonly #deliveries: DeliveryBatches;
 
   constructor(base: ServiceBase, fanOut: TodoFanOut = {}) {
     this.#base = base;
     this.#fanOut = fanOut;
+    this.#deliveries = new DeliveryBatches(base.sql, () => fanOut.instanceId ?? null);
   }
 
   async push(event: EventInput, todo: NewTodo, now: Date = this.#base.clock.now()): Promise<Pushed> {
-    const { todo: row, created, eventId, pushEligible } = await insertEventAndTodo(this.#base.sql, event, todo, now, this.#fanOut.instanceId ?? null);
+    const { todo: row, created, eventId, pushEligible } = await this.#deliveries.insert({ event, todo, now });
     if (created && pushEligible) this.#fanOutReady(row, 'created');
     return { todo: row, created, eventId };
   }
