@@ -28,7 +28,11 @@ export class Batches<Item, Result> {
   readonly #kinds = new Map<string, { waiting: Waiting<Item, Result>[]; running: number }>();
 
   constructor(
-    /** Settles every call of the run it is given; a call left unsettled when it throws is rejected with the error. */
+    /**
+     * Settles every call of the run it is given, or throws before settling any (its statement
+     * failed). A run of several that throws is not the end of its calls: each goes again in a run
+     * of its own, so one call PostgreSQL refuses (a value it cannot store) fails alone.
+     */
     private readonly run: (calls: Waiting<Item, Result>[]) => Promise<void>,
     private readonly limits: BatchLimits<Item>,
   ) {}
@@ -47,17 +51,19 @@ export class Batches<Item, Result> {
     try {
       while (kind.waiting.length > 0) {
         const calls = this.#take(kind.waiting);
-        try {
-          await this.run(calls);
-        } catch (err) {
-          // Rejecting a call already settled does nothing.
-          for (const c of calls) c.reject(err);
-        }
+        if (calls.length === 1) await this.#runAlone(calls[0]!);
+        else await this.run(calls).catch(async () => {
+          for (const call of calls) await this.#runAlone(call);
+        });
       }
     } finally {
       kind.running--;
       if (kind.running === 0 && kind.waiting.length === 0) this.#kinds.delete(kindKey);
     }
+  }
+
+  async #runAlone(call: Waiting<Item, Result>): Promise<void> {
+    await this.run([call]).catch((err: unknown) => call.reject(err));
   }
 
   /** The next run's calls, in arrival order, removed from `waiting`. */

@@ -194,7 +194,7 @@ describe('ClaimNext', () => {
     expect(longer?.lease_expires_at?.getTime()).toBe(clock.now().getTime() + 600_000);
   });
 
-  it('rejects every claim of a statement that failed, and the next claim runs', async () => {
+  it('rejects a claim whose statement failed, and the next claim runs', async () => {
     const c = await newEndpoint();
     await push(c, 'after the failure');
     let failNext = true;

@@ -17,7 +17,7 @@ export const MAX_DELIVERIES_PER_STATEMENT = 16;
  * Two pushes with the same signed body or the same idempotency key never share a statement: the
  * later waits for the next one, where it finds the first's key taken, as it would have alone. A
  * statement that fails (one row PostgreSQL refuses) fails no push by itself: each of its pushes
- * then goes again alone, so only the one at fault gets the error.
+ * then goes again alone (Batches), so only the one at fault gets the error.
  */
 export class DeliveryBatches {
   readonly #batches: Batches<Delivery, Inserted>;
@@ -44,19 +44,7 @@ export class DeliveryBatches {
   }
 
   async #insert(calls: Waiting<Delivery, Inserted>[]): Promise<void> {
-    let inserted: Promise<Inserted>[];
-    try {
-      inserted = await insertDeliveries(this.sql, calls.map((c) => c.item), this.instanceId());
-    } catch (err) {
-      if (calls.length === 1) throw err;
-      for (const c of calls) c.resolve(this.#alone(c.item));
-      return;
-    }
+    const inserted = await insertDeliveries(this.sql, calls.map((c) => c.item), this.instanceId());
     calls.forEach((c, i) => c.resolve(inserted[i]!));
-  }
-
-  async #alone(delivery: Delivery): Promise<Inserted> {
-    const [inserted] = await insertDeliveries(this.sql, [delivery], this.instanceId());
-    return inserted!;
   }
 }
