@@ -10,7 +10,7 @@ import postgres from 'postgres';
 import { connect, type Sql } from '../src/db/connect.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { systemClock } from '../src/lib/clock.ts';
-import { ClaimNext, completeTodo, type Caller } from '../src/store/todos/index.ts';
+import { ClaimNext, HeldTransitions, type Caller } from '../src/store/todos/index.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -69,15 +69,17 @@ export async function drain(workers: number, step: (worker: number) => Promise<b
 
 /**
  * The store's own drain of an endpoint's `work` queue: `claim_next` then `complete`, `workers` at
- * a time, in process, through the same ClaimNext a server instance claims with.
+ * a time, in process, through the same ClaimNext and HeldTransitions a server instance claims
+ * and completes with.
  */
 export function storeDrain(sql: Sql, endpoint: { id: string; agent_id: string }, workers: number): Promise<DrainResult> {
   const caller: Caller = { endpointId: endpoint.id, owner: `agent:${endpoint.agent_id}`, queues: ['work'] };
   const claimNext = new ClaimNext(sql);
+  const held = new HeldTransitions(sql);
   return drain(workers, async () => {
     const t = await claimNext.claim(caller, ['work'], 300, systemClock.now());
     if (!t) return false;
-    await completeTodo(sql, caller, t.id, { ok: true }, systemClock.now());
+    await held.complete(caller, { id: t.id, result: { ok: true }, now: systemClock.now(), leaseTokenHash: null });
     return true;
   });
 }

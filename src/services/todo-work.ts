@@ -6,13 +6,10 @@ import {
   ClaimNext,
   claimOwnTestTodo,
   claimTodo,
-  completeTodo,
-  failTodo,
   fullTodo,
   getTodo,
-  heartbeatTodo,
+  HeldTransitions,
   listTodos,
-  releaseTodo,
   summarizeTodo,
   type Caller,
   type ClaimedTodo,
@@ -83,6 +80,8 @@ export class TodoWork {
   readonly waiters: ClaimWaiters;
   /** This instance's claim_next statements: claims that arrive while one runs go together in the next. */
   readonly #claimNext: ClaimNext;
+  /** Heartbeat, complete, fail and release, batched the same way. */
+  readonly #held: HeldTransitions;
 
   constructor(
     private readonly base: ServiceBase,
@@ -90,6 +89,7 @@ export class TodoWork {
   ) {
     this.waiters = opts.waiters ?? new ClaimWaiters();
     this.#claimNext = new ClaimNext(base.sql);
+    this.#held = new HeldTransitions(base.sql);
   }
 
   /** Long-polling claims wake on todo_ready, from whichever instance it came. */
@@ -202,19 +202,20 @@ export class TodoWork {
   }
 
   async heartbeat(w: Worker, id: string, leaseTtlSeconds: number | undefined, leaseToken: string | undefined) {
-    return summarizeTodo(await heartbeatTodo(this.base.sql, callerOf(w), id, leaseSeconds(leaseTtlSeconds), this.base.clock.now(), hashToken(leaseToken)));
+    const lease = leaseSeconds(leaseTtlSeconds);
+    return summarizeTodo(await this.#held.heartbeat(callerOf(w), { id, lease, now: this.base.clock.now(), leaseTokenHash: hashToken(leaseToken) }));
   }
 
   async complete(w: Worker, id: string, result: unknown, leaseToken: string | undefined) {
-    return summarizeTodo(await completeTodo(this.base.sql, callerOf(w), id, result, this.base.clock.now(), hashToken(leaseToken)));
+    return summarizeTodo(await this.#held.complete(callerOf(w), { id, result, now: this.base.clock.now(), leaseTokenHash: hashToken(leaseToken) }));
   }
 
   async fail(w: Worker, id: string, result: unknown, leaseToken: string | undefined) {
-    return withFailureFields(await failTodo(this.base.sql, callerOf(w), id, result, this.base.clock.now(), hashToken(leaseToken)));
+    return withFailureFields(await this.#held.fail(callerOf(w), { id, result, now: this.base.clock.now(), leaseTokenHash: hashToken(leaseToken) }));
   }
 
   async release(w: Worker, id: string, leaseToken: string | undefined) {
-    const row = await releaseTodo(this.base.sql, callerOf(w), id, this.base.clock.now(), hashToken(leaseToken));
+    const row = await this.#held.release(callerOf(w), { id, now: this.base.clock.now(), leaseTokenHash: hashToken(leaseToken) });
     // A release sends no todo_ready (it would ring the todo again): this instance's waiters hear it here,
     // other instances' at their next look.
     this.waiters.ready(w.endpointId, row.queue);

@@ -1,35 +1,52 @@
 import { argsOf, compiledPer } from '../../db/compiled.ts';
 import type { Sql, TxSql } from '../../db/connect.ts';
+import type { SwitchboardError } from '../../domain/errors.ts';
 import { retryBackoffSeconds } from '../../domain/lifecycle.ts';
 import { refusal, withinReach, type Caller } from './reach.ts';
 import type { TodoRow } from './row.ts';
 
-type Transition = 'heartbeat' | 'complete' | 'fail' | 'release';
+export type Transition = 'heartbeat' | 'complete' | 'fail' | 'release';
+
+/** One call of a transition: the todo, its fence's hash, when, and what heartbeat or complete/fail give. */
+export interface HeldCall {
+  id: string;
+  leaseTokenHash: string | null;
+  now: Date;
+  /** heartbeat: the new lease, in seconds. */
+  lease?: number;
+  /** complete and fail: the result (absent or null: none). */
+  result?: unknown;
+}
 
 /** The values a transition's statement takes at each run (src/db/compiled.ts). */
 interface HeldArgs extends Record<string, unknown> {
-  id: string;
   endpoint: string;
   queues: string[];
   owner: string;
-  hash: string | null;
-  now: Date;
-  /** heartbeat: the new lease. */
-  lease: number | null;
-  /** complete and fail: the result as JSON text (null: none). */
-  result: string | null;
+  /** JSON text: HeldRow[]. */
+  rows: string;
+}
+
+/** A row of a transition statement's input; the names keep clear of todos' columns. */
+interface HeldRow {
+  n: number;
+  todo_id: string;
+  lease_hash: string | null;
+  at: string;
+  lease_secs: number | null;
+  outcome: unknown;
 }
 
 /** Placeholders for the values of HeldArgs while a statement is composed. */
 const a = argsOf<HeldArgs>();
 
-/** What each transition writes, over the todo the caller holds. */
+/** What each transition writes, over the todo the caller holds, from its input row `r`. */
 function assignments(sql: Sql, what: Transition) {
-  const now = sql`${a('now')}::timestamptz`;
-  const result = sql`${a('result')}::text::jsonb`;
+  const now = sql`r.at`;
+  const result = sql`r.outcome`;
   switch (what) {
     case 'heartbeat':
-      return sql`lease_expires_at = ${now} + make_interval(secs => ${a('lease')}::int), updated_at = ${now}`;
+      return sql`lease_expires_at = ${now} + make_interval(secs => r.lease_secs), updated_at = ${now}`;
     case 'complete':
       return sql`state = 'done', result = ${result}, ${unclaimSet(sql)}, completed_at = ${now}, updated_at = ${now}`;
     case 'fail': {
@@ -47,49 +64,72 @@ function assignments(sql: Sql, what: Transition) {
   }
 }
 
-/** Each transition's statement, composed once (src/db/compiled.ts). */
-const heldStatement = compiledPer<Transition, HeldArgs>(
-  (what) => what,
-  (sql, what) => {
+/** Each transition's statement for each number of rows, composed once (src/db/compiled.ts). */
+const heldStatement = compiledPer<{ what: Transition; rows: number }, HeldArgs>(
+  (v) => `${v.what}/${v.rows}`,
+  (sql, { what, rows }) => {
     const caller: Caller = { endpointId: a('endpoint'), owner: a('owner'), queues: a('queues') as unknown as string[] };
+    // The todo's id comes from the row: a fragment where withinReach takes a value.
+    const rowTodo = sql`r.todo_id` as unknown as string;
     return sql`
       update todos set ${assignments(sql, what)}
-      where ${withinReach(sql, caller, a('id'))} and state = 'claimed' and owner = ${caller.owner}::text
-        and lease_token_hash is not distinct from ${a('hash')}::text
-      returning *, event_id::text as event_id`;
+      from (
+        select * from jsonb_to_recordset(${a('rows')}::text::jsonb)
+          as r(n int, todo_id text, lease_hash text, at timestamptz, lease_secs int, outcome jsonb)
+        -- The planner takes a set-returning function for 100 rows; a literal limit tells it how few.
+        limit ${sql.unsafe(String(rows))}
+      ) r
+      where ${withinReach(sql, caller, rowTodo)} and state = 'claimed' and owner = ${caller.owner}::text
+        and lease_token_hash is not distinct from r.lease_hash
+      returning todos.*, todos.event_id::text as event_id, r.n`;
   },
 );
 
 /**
- * Shared shape of heartbeat/complete/fail/release: the caller must hold the live claim, and a
- * fenced claim also needs its lease token (an unfenced one must be given none).
+ * Runs one transition for several todos of one caller in one statement. `[i]` is call i's todo
+ * after it, or undefined when the caller did not hold it (heldRefusal says why). No two calls may
+ * name the same todo.
  */
-async function transitionHeld(
-  sql: Sql,
-  caller: Caller,
-  id: string,
-  what: Transition,
-  values: { now: Date; leaseTokenHash: string | null; lease?: number; result?: unknown },
-): Promise<TodoRow> {
-  const [row] = await heldStatement(sql, what).run<TodoRow>(sql, {
-    id,
+export async function transitionHeldTodos(sql: Sql, caller: Caller, what: Transition, calls: readonly HeldCall[]): Promise<(TodoRow | undefined)[]> {
+  const rows: HeldRow[] = calls.map((c, i) => ({
+    n: i + 1,
+    todo_id: c.id,
+    lease_hash: c.leaseTokenHash,
+    at: c.now.toISOString(),
+    lease_secs: c.lease ?? null,
+    // No result, or JSON null, stores SQL NULL.
+    outcome: c.result === undefined ? null : c.result,
+  }));
+  const answers = await heldStatement(sql, { what, rows: rows.length }).run<TodoRow & { n: number }>(sql, {
     endpoint: caller.endpointId,
     queues: [...caller.queues],
     owner: caller.owner,
-    hash: values.leaseTokenHash,
-    now: values.now,
-    lease: values.lease ?? null,
-    // No result, or JSON null, stores SQL NULL.
-    result: values.result === undefined || values.result === null ? null : JSON.stringify(values.result),
+    rows: JSON.stringify(rows),
   });
-  if (row) return row;
-  throw await refusal(sql, caller, id, (current) => {
+  const byCall: (TodoRow | undefined)[] = new Array(calls.length);
+  for (const { n, ...row } of answers) byCall[n - 1] = row as TodoRow;
+  return byCall;
+}
+
+/** Why a transition of `id` touched nothing: the caller's claim is gone, never was, or its fence is wrong. */
+export function heldRefusal(sql: Sql, caller: Caller, id: string, what: Transition): Promise<SwitchboardError> {
+  return refusal(sql, caller, id, (current) => {
     if (current.state === 'canceled') return `cannot ${what} todo ${id}: it was canceled, so this endpoint no longer holds its claim`;
     if (current.state !== 'claimed' || current.owner !== caller.owner) return `cannot ${what} todo ${id}: this endpoint does not hold its claim`;
     return current.lease_token_hash
       ? `cannot ${what} todo ${id}: its claim is fenced and lease_token is missing or wrong`
       : `cannot ${what} todo ${id}: its claim is not fenced, so pass no lease_token`;
   });
+}
+
+/**
+ * Shared shape of heartbeat/complete/fail/release: the caller must hold the live claim, and a
+ * fenced claim also needs its lease token (an unfenced one must be given none).
+ */
+async function transitionHeld(sql: Sql, caller: Caller, what: Transition, call: HeldCall): Promise<TodoRow> {
+  const [row] = await transitionHeldTodos(sql, caller, what, [call]);
+  if (row) return row;
+  throw await heldRefusal(sql, caller, call.id, what);
 }
 
 /** Columns cleared whenever a todo leaves the claimed state. */
@@ -103,7 +143,7 @@ export function heartbeatTodo(
   now: Date,
   leaseTokenHash: string | null = null,
 ): Promise<TodoRow> {
-  return transitionHeld(sql, caller, id, 'heartbeat', { now, leaseTokenHash, lease: leaseSecs });
+  return transitionHeld(sql, caller, 'heartbeat', { id, now, leaseTokenHash, lease: leaseSecs });
 }
 
 export function completeTodo(
@@ -114,7 +154,7 @@ export function completeTodo(
   now: Date,
   leaseTokenHash: string | null = null,
 ): Promise<TodoRow> {
-  return transitionHeld(sql, caller, id, 'complete', { now, leaseTokenHash, result });
+  return transitionHeld(sql, caller, 'complete', { id, now, leaseTokenHash, result });
 }
 
 /** Below the attempt cap the todo waits out its backoff; at the cap it is a dead letter. */
@@ -126,10 +166,10 @@ export function failTodo(
   now: Date,
   leaseTokenHash: string | null = null,
 ): Promise<TodoRow> {
-  return transitionHeld(sql, caller, id, 'fail', { now, leaseTokenHash, result });
+  return transitionHeld(sql, caller, 'fail', { id, now, leaseTokenHash, result });
 }
 
 /** Hands the todo back to the queue; the claim's attempt stays spent. */
 export function releaseTodo(sql: Sql, caller: Caller, id: string, now: Date, leaseTokenHash: string | null = null): Promise<TodoRow> {
-  return transitionHeld(sql, caller, id, 'release', { now, leaseTokenHash });
+  return transitionHeld(sql, caller, 'release', { id, now, leaseTokenHash });
 }

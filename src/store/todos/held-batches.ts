@@ -1,0 +1,66 @@
+import type { Sql } from '../../db/connect.ts';
+import { Batches, type Waiting } from '../../lib/batches.ts';
+import type { Caller } from './reach.ts';
+import type { TodoRow } from './row.ts';
+import { heldRefusal, transitionHeldTodos, type HeldCall, type Transition } from './transitions.ts';
+
+/** The most calls one heartbeat, complete, fail or release statement takes for the calls that waited. */
+export const MAX_TRANSITIONS_PER_STATEMENT = 16;
+
+interface HeldItem {
+  caller: Caller;
+  what: Transition;
+  call: HeldCall;
+}
+
+/**
+ * Heartbeat, complete, fail and release for an instance's callers. A call with none of its kind
+ * running goes to the database at once, alone; the calls of the same transition and caller
+ * (endpoint, owner, queues) that arrive while it runs wait for it and then go together in one
+ * statement (up to MAX_TRANSITIONS_PER_STATEMENT), each checked against its own todo, fence and
+ * time as it would be alone. Two calls on one todo never share a statement: the later finds what
+ * the first left, as it would have. A call whose todo the caller did not hold gets the refusal a
+ * lone call gets.
+ */
+export class HeldTransitions {
+  readonly #batches: Batches<HeldItem, TodoRow>;
+
+  constructor(private readonly sql: Sql) {
+    this.#batches = new Batches((calls) => this.#run(calls), {
+      perRun: MAX_TRANSITIONS_PER_STATEMENT,
+      atOnce: 1,
+      distinct: ({ call }) => [call.id],
+    });
+  }
+
+  heartbeat(caller: Caller, call: HeldCall & { lease: number }): Promise<TodoRow> {
+    return this.#add(caller, 'heartbeat', call);
+  }
+
+  complete(caller: Caller, call: HeldCall): Promise<TodoRow> {
+    return this.#add(caller, 'complete', call);
+  }
+
+  fail(caller: Caller, call: HeldCall): Promise<TodoRow> {
+    return this.#add(caller, 'fail', call);
+  }
+
+  release(caller: Caller, call: HeldCall): Promise<TodoRow> {
+    return this.#add(caller, 'release', call);
+  }
+
+  #add(caller: Caller, what: Transition, call: HeldCall): Promise<TodoRow> {
+    const kind = JSON.stringify([what, caller.endpointId, caller.owner, caller.queues]);
+    return this.#batches.add(kind, { caller, what, call });
+  }
+
+  async #run(calls: Waiting<HeldItem, TodoRow>[]): Promise<void> {
+    const { caller, what } = calls[0]!.item;
+    const rows = await transitionHeldTodos(this.sql, caller, what, calls.map((c) => c.item.call));
+    calls.forEach(({ item, resolve, reject }, i) => {
+      const row = rows[i];
+      if (row) resolve(row);
+      else heldRefusal(this.sql, caller, item.call.id, what).then(reject, reject);
+    });
+  }
+}
