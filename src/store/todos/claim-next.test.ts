@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { until } from '../../../test/support/agents.ts';
 import { migratedDatabase } from '../../../test/support/app.ts';
+import { countingPool as countingPoolOf } from '../../../test/support/counting-pool.ts';
 import { ManualClock } from '../../lib/clock.ts';
 import type { Sql } from '../../db/connect.ts';
 import { vendEndpoint } from '../endpoints.ts';
@@ -39,19 +40,7 @@ async function push(caller: Caller, title: string): Promise<string> {
 }
 
 /** A pool that counts the claim_next statements sent through it. */
-function countingPool(): { pool: Sql; statements: () => number } {
-  let statements = 0;
-  const pool = new Proxy(sql, {
-    get(target, prop, receiver) {
-      if (prop !== 'unsafe') return Reflect.get(target, prop, receiver);
-      return (text: string, ...rest: unknown[]) => {
-        if (text.includes('own_test')) statements++;
-        return (target.unsafe as (...a: unknown[]) => unknown)(text, ...rest);
-      };
-    },
-  });
-  return { pool, statements: () => statements };
-}
+const countingPool = () => countingPoolOf(sql, (text) => text.includes('own_test'));
 
 const ring = (c: Caller, kind: RingKind, todoId: string | null, sentAt: Date) =>
   insertRing(sql, {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../../test/support/app.ts';
+import { countingPool as countingPoolOf } from '../../../test/support/counting-pool.ts';
 import { ManualClock } from '../../lib/clock.ts';
 import type { Sql } from '../../db/connect.ts';
 import { vendEndpoint } from '../endpoints.ts';
@@ -53,19 +54,7 @@ function delivery(target: { endpointId: string; webhookId: string }, deliveryId:
 }
 
 /** A pool that counts the delivery statements sent through it. */
-function countingPool(): { pool: Sql; statements: () => number } {
-  let statements = 0;
-  const pool = new Proxy(sql, {
-    get(target, prop, receiver) {
-      if (prop !== 'unsafe') return Reflect.get(target, prop, receiver);
-      return (text: string, ...rest: unknown[]) => {
-        if (text.includes('insert into todos')) statements++;
-        return (target.unsafe as (...a: unknown[]) => unknown)(text, ...rest);
-      };
-    },
-  });
-  return { pool, statements: () => statements };
-}
+const countingPool = () => countingPoolOf(sql, (text) => text.includes('insert into todos'));
 
 describe('DeliveryBatches', () => {
   it('pushes that arrive while one runs go together in the next statement, each its own event and todo', async () => {

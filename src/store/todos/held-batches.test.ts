@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../../test/support/app.ts';
+import { countingPool as countingPoolOf } from '../../../test/support/counting-pool.ts';
 import { ManualClock } from '../../lib/clock.ts';
 import type { Sql } from '../../db/connect.ts';
 import { SwitchboardError } from '../../domain/errors.ts';
@@ -37,19 +38,7 @@ async function claimed(c: Caller, title: string, hash: string | null = null): Pr
 }
 
 /** A pool that counts the transition statements sent through it. */
-function countingPool(): { pool: Sql; statements: () => number } {
-  let statements = 0;
-  const pool = new Proxy(sql, {
-    get(target, prop, receiver) {
-      if (prop !== 'unsafe') return Reflect.get(target, prop, receiver);
-      return (text: string, ...rest: unknown[]) => {
-        if (text.includes('lease_hash')) statements++;
-        return (target.unsafe as (...a: unknown[]) => unknown)(text, ...rest);
-      };
-    },
-  });
-  return { pool, statements: () => statements };
-}
+const countingPool = () => countingPoolOf(sql, (text) => text.includes('lease_hash'));
 
 const failure = async (p: Promise<unknown>): Promise<SwitchboardError> => {
   try {
