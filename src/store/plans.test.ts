@@ -3,6 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../test/support/app.ts';
 import type { Sql } from '../db/connect.ts';
 import { chargeDueRingsUnscoped, claimNextTodo } from './todos/index.ts';
+import { insertDeliveries } from './todos/insert.ts';
+import { transitionHeldTodos } from './todos/transitions.ts';
 
 /**
  * Query plans that must not depend on luck. Statistics taken while no todo was claimed make any
@@ -86,21 +88,49 @@ describe('todo plans', () => {
   for (const generic of [false, true]) {
     it(`a held-claim transition by id uses the primary key (${generic ? 'generic' : 'custom'} plan)`, async () => {
       const [{ id }] = (await db.sql`select id from todos limit 1`) as unknown as [{ id: string }];
-      // The WHERE of transitionHeld (heartbeat, complete, fail, release) in src/store/todos/transitions.ts.
-      const used = await indexesUsed(
-        `update todos set updated_at = now()
-         where id = $1 and endpoint_id = $2 and not synthetic and queue = any($3::text[]) and queue <> '_switchboard'
-           and state = 'claimed' and owner = $4 and lease_token_hash is not distinct from null`,
-        [id, endpointId, ['q'], 'agent:x'],
-        generic,
-      );
-      expect(used).toEqual(['todos_pkey']);
+      const caller = { endpointId, owner: 'agent:x', queues: ['q'] };
+      // heartbeat/complete/fail/release's own statement (src/store/todos/transitions.ts), for one
+      // call and for several going together: each row's todo found through the primary key.
+      for (const calls of [1, 3]) {
+        const { text, params } = await captured(
+          (sql) => transitionHeldTodos(sql, caller, 'complete', Array.from({ length: calls }, (_, i) => ({ id: i === 0 ? id : `td_missing_${i}`, leaseTokenHash: null, now: new Date(), result: { ok: true } }))),
+          /update todos set/,
+        );
+        expect(await indexesUsed(text, params, generic)).toEqual(['todos_pkey']);
+      }
     });
   }
 
   it('the reaper finds expired leases through its own index', async () => {
     const used = await indexesUsed(`select id from todos where state = 'claimed' and lease_expires_at < $1::timestamptz`, [new Date().toISOString()], false);
     expect(used).toEqual(['todos_expired_lease_idx']);
+  });
+});
+
+describe('delivery plans', () => {
+  it('a delivery statement reads endpoints and webhooks through their primary keys (generic plan)', async () => {
+    const sql = db.sql;
+    await sql`
+      insert into webhooks (endpoint_id, source_type, trust_mode, target_queue, ingest_token_hash, ingest_token_hint, signing_secret, created_by, created_at)
+      select ${endpointId}, 'github', 'signed', 'q', 'hash-' || g, 'hint', 'plain:s', h.id, now() from generate_series(1, 3000) g, (select id from humans limit 1) h`;
+    await sql`analyze webhooks`;
+    const [w] = await sql`select id from webhooks limit 1`;
+    const body = Buffer.from('{"probe":true}');
+    const { text, params } = await captured(
+      (sql) =>
+        insertDeliveries(sql, [
+          {
+            event: { source: 'github', family: 'webhook', trustMode: 'signed', verified: true, payload: body, webhookId: w!.id as string, endpointId, replay: { bodySha256: Buffer.alloc(32, 1), since: new Date(0) } },
+            todo: { endpointId, queue: 'q', title: 'probe' },
+            now: new Date(),
+          },
+        ]),
+      /insert into todos/,
+    );
+    const scans = await scansOf(text, params, true);
+    expect(scans).toContain('endpoints_pkey');
+    expect(scans).toContain('webhooks_pkey');
+    expect(scans.filter((s) => s.startsWith('seq:') && s !== 'seq:instances')).toEqual([]);
   });
 });
 
