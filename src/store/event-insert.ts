@@ -91,10 +91,17 @@ export interface DeliveryArgs extends Record<string, unknown> {
   replay_window_ms: number;
 }
 
+/** A delivery statement's values for its rows, all for `endpointId` within one replay window. */
+export const deliveryArgs = (endpointId: string, replayWindow: number, rows: readonly EventRow[]): DeliveryArgs => ({
+  endpoint: endpointId,
+  rows: JSON.stringify(rows),
+  replay_window_ms: replayWindow,
+});
+
 /**
  * The CTEs `input` (the rows, with `extraColumns` after the event's), `ep` (the endpoint, if
  * active), `ids` (each row's new event id), `claimed_key` (the rows' replay keys won), `new_event`
- * (n, id, verified, trust_mode of each event written) and `touched`, written with DeliveryArgs as
+ * (id, verified, trust_mode of each event written) and `touched`, written with DeliveryArgs as
  * `arg`s. A statement starts `with ${eventCtes(...)}`, reads them, and is compiled. Every row is
  * for the statement's one endpoint.
  *

@@ -1,6 +1,6 @@
 import { compiledOnce } from '../db/compiled.ts';
 import type { Sql } from '../db/connect.ts';
-import { endpointGone, eventCtes, eventRow, replayKeyHolder, replayWindowMs, type DeliveryArgs } from './event-insert.ts';
+import { deliveryArgs, endpointGone, eventCtes, eventRow, replayKeyHolder, replayWindowMs, type DeliveryArgs } from './event-insert.ts';
 import type { EventInput } from './todos/index.ts';
 
 /**
@@ -15,11 +15,7 @@ export async function recordEventWithoutTodo(
   event: EventInput & { endpointId: string },
   now: Date,
 ): Promise<{ eventId: string; created: boolean }> {
-  const args: DeliveryArgs = {
-    endpoint: event.endpointId,
-    rows: JSON.stringify([eventRow(1, event, event.endpointId, now)]),
-    replay_window_ms: replayWindowMs(event, now),
-  };
+  const args = deliveryArgs(event.endpointId, replayWindowMs(event, now), [eventRow(1, event, event.endpointId, now)]);
   const [row] = await recordStatement(sql).run<{ active: boolean; new_event_id: string | null }>(sql, args);
   if (!row!.active) return endpointGone(sql, event.endpointId);
   if (row!.new_event_id !== null) return { eventId: row!.new_event_id, created: true };

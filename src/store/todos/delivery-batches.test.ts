@@ -72,6 +72,22 @@ describe('DeliveryBatches', () => {
     for (const [i, g] of got.entries()) expect(rows[i]!.event_id).toBe(g.eventId);
   });
 
+  it("passes each push of a shared statement through the sender gate on its own: a delayed one is not rung, the others are", async () => {
+    const target = await newTarget();
+    const { pool, statements } = countingPool();
+    const batches = new DeliveryBatches(pool);
+    const delayed = delivery(target, 'later', '{"later":true}');
+    const [, before, later, after] = await Promise.all([
+      batches.insert(delivery(target, 'lone', '{"lone":true}')),
+      batches.insert(delivery(target, 'now-1', '{"now":1}')),
+      batches.insert({ ...delayed, todo: { ...delayed.todo, runAt: new Date(clock.now().getTime() + 60_000) } }),
+      batches.insert(delivery(target, 'now-2', '{"now":2}')),
+    ]);
+    expect(statements()).toBe(2);
+    expect([before!.pushEligible, later!.pushEligible, after!.pushEligible]).toEqual([true, false, true]);
+    expect(later!.todo.run_at?.getTime()).toBe(clock.now().getTime() + 60_000);
+  });
+
   it('keeps the same body and the same idempotency key out of one statement: the copy answers with the first todo', async () => {
     const target = await newTarget();
     const { pool, statements } = countingPool();

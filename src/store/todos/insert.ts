@@ -2,7 +2,7 @@ import type { Sql } from '../../db/connect.ts';
 import { conflict } from '../../domain/errors.ts';
 import { argsOf, compiledPer } from '../../db/compiled.ts';
 import { todoReadyNotifyPerRow } from '../channels.ts';
-import { dropEvent, endpointGone, eventCtes, eventRow, replayKeyHolder, replayWindowMs, type DeliveryArgs, type EventInput, type EventRow } from '../event-insert.ts';
+import { deliveryArgs, dropEvent, endpointGone, eventCtes, eventRow, replayKeyHolder, replayWindowMs, type DeliveryArgs, type EventInput, type EventRow } from '../event-insert.ts';
 import { liveKey, pushEligible } from './predicates.ts';
 import { newTodoId, type TodoRow } from './row.ts';
 
@@ -94,7 +94,7 @@ export async function insertDeliveries(sql: Sql, deliveries: readonly Delivery[]
       synthetic: todo.synthetic ?? false,
     };
   });
-  const args: InsertArgs = { endpoint, rows: JSON.stringify(rows), replay_window_ms: window, instance: instanceId };
+  const args: InsertArgs = { ...deliveryArgs(endpoint, window, rows), instance: instanceId };
   const answers = await insertStatement(sql, rows.length).run<TodoRow & { n: number; active: boolean; new_event_id: string | null; push_eligible: boolean; woken: number }>(sql, args);
   const byRow = new Map(answers.map((a) => [a.n, a]));
   return deliveries.map((d, i) => settle(sql, d, rows[i]!.key, byRow.get(i + 1)!));
