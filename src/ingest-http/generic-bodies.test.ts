@@ -73,4 +73,22 @@ describe('generic webhook bodies', () => {
     expect(r.status).toBe(202);
     expect(await todo(r.json.id)).toMatchObject({ title: 'ping from the monitor', kind: 'ping' });
   });
+
+  it('the payload is the body as sent: numbers past a double\'s precision and trailing zeros kept exactly', async () => {
+    const body = '{"title":"counter overflow","big":12345678901234567890,"ratio":1.10}';
+    const r = await post(gen.ingest_url, body, { 'content-type': 'application/json' });
+    expect(r.status).toBe(202);
+    const [stored] = await db.sql<{ big: string; ratio: string }[]>`
+      select payload->>'big' as big, payload->>'ratio' as ratio from todos where id = ${r.json.id}`;
+    expect(stored).toEqual({ big: '12345678901234567890', ratio: '1.10' });
+  });
+
+  it('a body that is not valid UTF-8 still becomes a todo, its payload as read (the bad byte a replacement character)', async () => {
+    const body = Buffer.concat([Buffer.from('{"title":"caf'), Buffer.from([0xe9]), Buffer.from('"}')]);
+    const r = await post(gen.ingest_url, body, { 'content-type': 'application/json' });
+    expect(r.status).toBe(202);
+    expect(await todo(r.json.id)).toMatchObject({ title: 'caf\ufffd', payload: { title: 'caf\ufffd' } });
+    const [ev] = await db.sql<{ payload: Buffer }[]>`select e.payload from events e join todos t on t.event_id = e.id where t.id = ${r.json.id}`;
+    expect(Buffer.compare(ev!.payload, body)).toBe(0);
+  });
 });

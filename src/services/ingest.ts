@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { SwitchboardError, unstorableInput } from '../domain/errors.ts';
 import { decodeDelivery, formPayload, isFormDelivery, mediaType, noTodoReason, type NoTodoReason } from '../domain/ingest/body.ts';
 import { titleFor } from '../domain/ingest/titles.ts';
@@ -197,6 +198,8 @@ export class IngestService {
           source: provider,
           kind: event,
           payload,
+          // The JSON was the body itself, and its bytes were UTF-8 as read: stored from the body.
+          payloadIsBody: !isFormDelivery(provider, contentType) && isUtf8(d.body),
           idempotencyKey: ingestIdempotencyKey(target.id, delivery),
         },
         now,

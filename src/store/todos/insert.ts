@@ -4,7 +4,7 @@ import { argsOf, compiledPer } from '../../db/compiled.ts';
 import { todoReadyNotifyPerRow } from '../channels.ts';
 import { deliveryArgs, dropEvent, endpointGone, eventCtes, eventRow, replayKeyHolder, replayWindowMs, type DeliveryArgs, type EventInput, type EventRow } from '../event-insert.ts';
 import { liveKey, pushEligible } from './predicates.ts';
-import { newTodoId, type TodoRow } from './row.ts';
+import { newTodoId, TODO_ROW_COLUMNS, type TodoRow } from './row.ts';
 
 export type { EventInput };
 
@@ -15,6 +15,12 @@ export interface NewTodo {
   source?: string | null;
   kind?: string | null;
   payload?: unknown;
+  /**
+   * The payload is the delivery's body read as JSON (UTF-8, no form around it): PostgreSQL reads
+   * it from the event's body, so the statement carries the bytes once and the payload keeps the
+   * body's numbers exactly as sent. `payload` is then what the caller parsed, for its own use.
+   */
+  payloadIsBody?: boolean;
   idempotencyKey?: string | null;
   maxAttempts?: number;
   /** Higher is claimed first; default 0. */
@@ -86,7 +92,8 @@ export async function insertDeliveries(sql: Sql, deliveries: readonly Delivery[]
       source: todo.source ?? null,
       kind: todo.kind ?? null,
       title: todo.title,
-      payload: todo.payload ?? {},
+      payload: todo.payloadIsBody ? null : (todo.payload ?? {}),
+      payload_is_body: todo.payloadIsBody === true && event.payload != null,
       key: todo.idempotencyKey ? todo.idempotencyKey : null,
       max_attempts: todo.maxAttempts ?? 5,
       priority: todo.priority ?? 0,
@@ -115,7 +122,10 @@ async function settle(
     if (!prior) throw conflict('this body was already delivered to this webhook; the todo it made is gone');
     return { todo: prior, created: false, eventId: prior.event_id, pushEligible: false };
   }
-  if (fields.id) return { todo: fields as TodoRow, created: true, eventId: newEventId, pushEligible: eligible };
+  if (fields.id) {
+    const row = (todo.payloadIsBody ? { ...fields, payload: todo.payload } : fields) as TodoRow;
+    return { todo: row, created: true, eventId: newEventId, pushEligible: eligible };
+  }
   // A duplicate by key changes nothing: drop the event (and the body's key) just written.
   await dropEvent(sql, newEventId);
   const [existing] = await sql<TodoRow[]>`
@@ -133,6 +143,7 @@ interface InsertRow extends EventRow {
   kind: string | null;
   title: string;
   payload: unknown;
+  payload_is_body: boolean;
   key: string | null;
   max_attempts: number;
   priority: number;
@@ -149,13 +160,14 @@ interface InsertArgs extends DeliveryArgs {
 const insertStatement = compiledPer<number, InsertArgs>((rowCount) => rowCount, (sql, rowCount) => {
   const a = argsOf<InsertArgs>();
   const todoColumns = sql`
-    todo_id text, queue text, source text, kind text, title text, payload jsonb, key text,
+    todo_id text, queue text, source text, kind text, title text, payload jsonb, payload_is_body boolean, key text,
     max_attempts int, priority int, run_at timestamptz, synthetic boolean`;
   return sql`
     with ${eventCtes(sql, rowCount, todoColumns)}, t as (
       insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, idempotency_key,
                          max_attempts, priority, run_at, synthetic, created_at, updated_at)
-      select i.todo_id, ${a('endpoint')}::uuid, i.queue, i.source, i.kind, i.title, i.payload, ne.id, i.key,
+      select i.todo_id, ${a('endpoint')}::uuid, i.queue, i.source, i.kind, i.title,
+             case when i.payload_is_body then convert_from(i.ev_body, 'UTF8')::jsonb else i.payload end, ne.id, i.key,
              i.max_attempts, i.priority, i.run_at, i.synthetic, i.now, i.now
       from new_event ne join ids using (id) join input i using (n)
       order by i.n
@@ -170,7 +182,10 @@ const insertStatement = compiledPer<number, InsertArgs>((rowCount) => rowCount, 
     select i.n, exists (select 1 from ep) as active, ne.id::text as new_event_id, e.id is not null as push_eligible,
            -- Read so that the notify runs: PostgreSQL skips a plain SELECT CTE nothing reads.
            (select count(*) from woken)::int as woken,
-           t.*, t.event_id::text as event_id
+           ${sql.unsafe(TODO_ROW_COLUMNS.filter((c) => c !== 'payload' && c !== 'event_id').map((c) => `t.${c}`).join(', '))},
+           -- A payload read from the body is not sent back: the caller has its own parse of those bytes.
+           case when i.payload_is_body then null else t.payload end as payload,
+           t.event_id::text as event_id
     from input i
     left join ids on ids.n = i.n
     left join new_event ne on ne.id = ids.id

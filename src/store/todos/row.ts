@@ -45,6 +45,19 @@ export interface TodoRow {
   run_at: Date | null;
 }
 
+/** The columns a TodoRow is read from (the table's, less `seq`): for a statement that reads all but some. */
+export const TODO_ROW_COLUMNS = [
+  'id', 'endpoint_id', 'queue', 'source', 'kind', 'title', 'payload', 'payload_size', 'event_id', 'idempotency_key',
+  'assignee', 'state', 'owner', 'lease_expires_at', 'attempt', 'max_attempts', 'result', 'created_at', 'updated_at',
+  'claimed_at', 'completed_at', 'next_retry_at', 'last_ringed_at', 'ring_attempts', 'synthetic', 'claimed_session_id',
+  'lease_token_hash', 'priority', 'run_at',
+] as const satisfies readonly (keyof TodoRow)[];
+
+// Every field of TodoRow has its column above (a field added to one and not the other fails to compile).
+type Unlisted = Exclude<keyof TodoRow, (typeof TODO_ROW_COLUMNS)[number]>;
+const everyFieldListed: Unlisted extends never ? true : Unlisted = true;
+void everyFieldListed;
+
 /** The compact wire form: everything a listing needs, never the payload. */
 export interface TodoSummary {
   id: string;
