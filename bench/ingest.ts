@@ -3,12 +3,14 @@
  * deliveries (each with its own X-GitHub-Delivery, so each makes an event and a todo) to one
  * github webhook for `seconds`, from a separate process over keep-alive node:http. Prints the
  * deliveries/s accepted (202) and p50/p99 latency to the 202. Beside it, in the same process, on
- * the same throwaway PostgreSQL, with the same senders and seconds (run first): the floor, a route
- * that only verifies the HMAC and inserts the raw body (bench/ingest-floor.ts), so the figure is a
- * ratio to what this stack can do at all. Last, the database's own single-row insert commit rate
- * measured with pgbench (the ceiling for one write transaction per delivery).
+ * the same throwaway PostgreSQL, with the same senders and seconds: the floor, a route that only
+ * verifies the HMAC and inserts the raw body (bench/ingest-floor.ts), so the figure is a ratio to
+ * what this stack can do at all. The two take turns in `slices` slices each (which goes first
+ * alternates), so a neighbour that slows this shared machine for a while slows both alike. Last,
+ * the database's own single-row insert commit rate measured with pgbench (the ceiling for one
+ * write transaction per delivery).
  *
- *   npm run bench:ingest -- [--seconds 20] [--senders 16] [--pgbench-seconds 10] [--json]
+ *   npm run bench:ingest -- [--seconds 20] [--senders 16] [--slices 4] [--pgbench-seconds 10] [--json]
  *
  * --json: every figure and ratio as one JSON object on the last line of stdout.
  */
@@ -37,19 +39,20 @@ interface SendResult {
   refused: number;
   statuses: Record<string, number>;
   seconds: number;
-  p50: number;
-  p99: number;
+  /** Each accepted delivery's time to its 202, ms, sorted. */
+  latencies: number[];
 }
 
 // ---------------------------------------------------------------------------------------------
 // The senders (a child process, so producing load does not share the server's event loop)
 
-async function drive(url: string, secret: string, senders: number, seconds: number): Promise<SendResult> {
+async function drive(url: string, secret: string, senders: number, seconds: number, firstIssue: number): Promise<SendResult> {
   const target = new URL(url);
   const agent = new Agent({ keepAlive: true, maxSockets: senders });
   const latencies: number[] = [];
   const statuses: Record<string, number> = {};
-  let seq = 0;
+  // Each body its own issue number, across every turn: a body sent twice would be a replay, not a new todo.
+  let seq = firstIssue;
   const post = (body: string, headers: Record<string, string>) =>
     new Promise<number>((resolve, reject) => {
       const req = request(
@@ -85,20 +88,25 @@ async function drive(url: string, secret: string, senders: number, seconds: numb
   latencies.sort((a, b) => a - b);
   const accepted = latencies.length;
   const total = Object.values(statuses).reduce((a, b) => a + b, 0);
-  return { accepted, refused: total - accepted, statuses, seconds: elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+  return { accepted, refused: total - accepted, statuses, seconds: elapsed, latencies: latencies.map((ms) => Math.round(ms * 100) / 100) };
 }
 
 // ---------------------------------------------------------------------------------------------
+
+/** Bodies sent so far by every driver: the next driver numbers its issues after them. */
+let issuesSent = 0;
 
 /** Runs the driver process against `url` for `seconds` with `senders`, the secret by environment. */
 async function driveFrom(url: string, secret: string, senders: number, seconds: number): Promise<SendResult> {
   const { stdout } = await execFileAsync(
     process.execPath,
-    [TSX, SELF, '--driver', url, String(senders), String(seconds)],
+    [TSX, SELF, '--driver', url, String(senders), String(seconds), String(issuesSent)],
     // The secret by environment, not argv (which any local user can read in ps).
-    { maxBuffer: 1 << 20, env: { ...process.env, SWITCHBOARD_BENCH_SECRET: secret } },
+    { maxBuffer: 64 << 20, env: { ...process.env, SWITCHBOARD_BENCH_SECRET: secret } },
   );
-  return JSON.parse(stdout.trim().split('\n').pop()!) as SendResult;
+  const sent = JSON.parse(stdout.trim().split('\n').pop()!) as SendResult;
+  issuesSent += sent.accepted + sent.refused;
+  return sent;
 }
 
 /**
@@ -106,12 +114,39 @@ async function driveFrom(url: string, secret: string, senders: number, seconds: 
  * under test; the other one idles) and every PostgreSQL process. Steadier than the rates on a
  * shared machine, since time spent waiting for the CPU does not count.
  */
-async function driveMeasured(url: string, secret: string, senders: number, seconds: number): Promise<SendResult & { serverCpu: number; postgresCpu: number }> {
+async function driveMeasured(url: string, secret: string, senders: number, seconds: number): Promise<Measured> {
   const [own, pg] = [ownCpuMs(), postgresCpuMs()];
   const sent = await driveFrom(url, secret, senders, seconds);
-  const per = (ms: number) => ms / Math.max(1, sent.accepted);
-  return { ...sent, serverCpu: per(ownCpuMs() - own), postgresCpu: per(postgresCpuMs() - pg) };
+  return { ...sent, serverCpuMs: ownCpuMs() - own, postgresCpuMs: postgresCpuMs() - pg };
 }
+
+interface Measured extends SendResult {
+  /** CPU ms spent meanwhile by this process and by PostgreSQL, in all. */
+  serverCpuMs: number;
+  postgresCpuMs: number;
+}
+
+/** One path's slices as one result: counts, seconds and CPU summed, latencies merged. */
+function merged(slices: Measured[]) {
+  const sum = (f: (m: Measured) => number) => slices.reduce((a, m) => a + f(m), 0);
+  const accepted = sum((m) => m.accepted);
+  const latencies = slices.flatMap((m) => m.latencies).sort((a, b) => a - b);
+  const statuses: Record<string, number> = {};
+  for (const m of slices) for (const [k, n] of Object.entries(m.statuses)) statuses[k] = (statuses[k] ?? 0) + n;
+  const per = (ms: number) => ms / Math.max(1, accepted);
+  return {
+    accepted,
+    refused: sum((m) => m.refused),
+    statuses,
+    seconds: sum((m) => m.seconds),
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    serverCpu: per(sum((m) => m.serverCpuMs)),
+    postgresCpu: per(sum((m) => m.postgresCpuMs)),
+  };
+}
+
+const ORDER = (slices: number) => (slices === 1 ? 'floor first, then Switchboard' : `in ${slices} turns each, alternating which goes first`);
 
 /** The issue 20 target: ingest at least this share of the floor, with p99 under P99_TARGET_MS, at 16 senders. */
 const FLOOR_TARGET = 0.5;
@@ -124,12 +159,14 @@ async function main(): Promise<void> {
     options: {
       seconds: { type: 'string', default: '20' },
       senders: { type: 'string', default: '16' },
+      slices: { type: 'string', default: '4' },
       'pgbench-seconds': { type: 'string', default: '10' },
       json: { type: 'boolean', default: false },
     },
   });
   const SECONDS = Number(values.seconds);
   const SENDERS = Number(values.senders);
+  const SLICES = Math.max(1, Math.round(Number(values.slices)));
   const PGBENCH_SECONDS = Number(values['pgbench-seconds']);
   let json: (() => void) | undefined;
 
@@ -144,8 +181,8 @@ async function main(): Promise<void> {
     const app = await startApp({ config, clock: systemClock, log: createLogger('warn', process.stderr), loops: false, ingestLimit: UNLIMITED });
     const floorSecret = randomBytes(32).toString('hex');
     const floor = await startIngestFloor(cluster.url, floorSecret);
-    let sent: Awaited<ReturnType<typeof driveMeasured>>;
-    let floorSent: Awaited<ReturnType<typeof driveMeasured>>;
+    let sent: ReturnType<typeof merged>;
+    let floorSent: ReturnType<typeof merged>;
     try {
       // The operator path: a human's token, an endpoint, a github webhook through the API.
       await addHuman(sql, { handle: 'bench' });
@@ -162,11 +199,20 @@ async function main(): Promise<void> {
       const endpoint = await call('/endpoints', { name: 'triage', queues: ['issues'] });
       const webhook = await call(`/endpoints/${endpoint.slug}/webhooks`, { source_type: 'github', target_queue: 'issues' });
 
-      // The floor first, then Switchboard: the same driver, senders and seconds, one after the other.
-      floorSent = await driveMeasured(floor.url, floorSecret, SENDERS, SECONDS);
+      // The same driver, senders and seconds for both, in turns: floor then Switchboard, then the other way round.
+      const floorSlices: Measured[] = [];
+      const slices: Measured[] = [];
+      const turns = [
+        async () => floorSlices.push(await driveMeasured(floor.url, floorSecret, SENDERS, SECONDS / SLICES)),
+        async () => slices.push(await driveMeasured(webhook.ingest_url!, webhook.signing_secret!, SENDERS, SECONDS / SLICES)),
+      ];
+      for (let i = 0; i < SLICES; i++) {
+        for (const turn of i % 2 === 0 ? turns : [...turns].reverse()) await turn();
+      }
+      floorSent = merged(floorSlices);
+      sent = merged(slices);
       const floorRows = await floor.rows();
       if (floorRows !== floorSent.accepted) throw new Error(`the floor stored ${floorRows} rows for ${floorSent.accepted} accepted deliveries`);
-      sent = await driveMeasured(webhook.ingest_url!, webhook.signing_secret!, SENDERS, SECONDS);
       const [{ todos, events }] = (await sql`
         select (select count(*) from todos)::int as todos, (select count(*) from events where webhook_id is not null)::int as events`) as unknown as [
         { todos: number; events: number },
@@ -198,7 +244,7 @@ async function main(): Promise<void> {
       'CPU ms/delivery, server / PostgreSQL': `${r.serverCpu.toFixed(3)} / ${r.postgresCpu.toFixed(3)}`,
     });
     console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion} (throwaway cluster: fsync off, synchronous_commit off)`);
-    console.log(`${SENDERS} senders, ${SECONDS} s of signed GitHub issues deliveries to each path, the floor first, then Switchboard`);
+    console.log(`${SENDERS} senders, ${SECONDS} s of signed GitHub issues deliveries to each path, ${ORDER(SLICES)}`);
     console.table([
       row('floor: fastify, HMAC verify, raw body + delivery id in one insert (1 index)', floorSent, floorRate),
       row('Switchboard POST /webhooks/w/{token} (a new event + todo each)', sent, rate),
@@ -230,7 +276,8 @@ async function main(): Promise<void> {
       printJsonLast('ingest', pgVersion, {
         senders: SENDERS,
         seconds: SECONDS,
-        order: 'floor first, then Switchboard',
+        slices: SLICES,
+        order: ORDER(SLICES),
         per_second: figure(rate, 1),
         total: sent.accepted,
         refused: sent.refused,
@@ -263,8 +310,8 @@ async function main(): Promise<void> {
 }
 
 if (process.argv[2] === '--driver') {
-  const [, , , url, senders, seconds] = process.argv;
-  console.log(JSON.stringify(await drive(url!, process.env['SWITCHBOARD_BENCH_SECRET']!, Number(senders), Number(seconds))));
+  const [, , , url, senders, seconds, firstIssue] = process.argv;
+  console.log(JSON.stringify(await drive(url!, process.env['SWITCHBOARD_BENCH_SECRET']!, Number(senders), Number(seconds), Number(firstIssue))));
 } else {
   await main();
 }
