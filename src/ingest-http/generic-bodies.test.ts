@@ -83,6 +83,16 @@ describe('generic webhook bodies', () => {
     expect(stored).toEqual({ big: '12345678901234567890', ratio: '1.10' });
   });
 
+  it('a number in exponent form is parsed first, never written out in full: 1e131071 is stored as null, as JSON.parse reads it', async () => {
+    const body = '{"title":"exponents","huge":1e131071,"small":2.5e-3}';
+    const r = await post(gen.ingest_url, body, { 'content-type': 'application/json' });
+    expect(r.status).toBe(202);
+    const [stored] = await db.sql<{ huge: unknown; small: string; payload_size: number }[]>`
+      select payload->'huge' as huge, payload->>'small' as small, payload_size from todos where id = ${r.json.id}`;
+    expect(stored).toEqual({ huge: null, small: '0.0025', payload_size: expect.any(Number) });
+    expect(stored!.payload_size).toBeLessThan(200);
+  });
+
   it('a body that is not valid UTF-8 still becomes a todo, its payload as read (the bad byte a replacement character)', async () => {
     const body = Buffer.concat([Buffer.from('{"title":"caf'), Buffer.from([0xe9]), Buffer.from('"}')]);
     const r = await post(gen.ingest_url, body, { 'content-type': 'application/json' });

@@ -1,6 +1,5 @@
-import { isUtf8 } from 'node:buffer';
 import { SwitchboardError, unstorableInput } from '../domain/errors.ts';
-import { decodeDelivery, formPayload, isFormDelivery, mediaType, noTodoReason, type NoTodoReason } from '../domain/ingest/body.ts';
+import { bodyIsStoredPayload, decodeDelivery, formPayload, isFormDelivery, mediaType, noTodoReason, type NoTodoReason } from '../domain/ingest/body.ts';
 import { titleFor } from '../domain/ingest/titles.ts';
 import { EVENT_HEADERS, bodyDigest, deliveryId, eventType, sanitizeHeaders, verifySignature } from '../domain/ingest/verify.ts';
 import { NOTIFY_HOOK_MARKER } from '../domain/hook-marker.ts';
@@ -198,8 +197,7 @@ export class IngestService {
           source: provider,
           kind: event,
           payload,
-          // The JSON was the body itself, and its bytes were UTF-8 as read: stored from the body.
-          payloadIsBody: !isFormDelivery(provider, contentType) && isUtf8(d.body),
+          payloadIsBody: bodyIsStoredPayload(provider, contentType, d.body),
           idempotencyKey: ingestIdempotencyKey(target.id, delivery),
         },
         now,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { tooDeepMessage } from '../json-depth.ts';
-import { decodeDelivery, formPayload, mediaType, noTodoReason } from './body.ts';
+import { bodyIsStoredPayload, decodeDelivery, formPayload, mediaType, noTodoReason } from './body.ts';
 import { formBody, githubPing, giteaPush, giteaTestPush } from './fixtures.testkit.ts';
 
 const FORM = 'application/x-www-form-urlencoded';
@@ -54,6 +54,21 @@ describe('decodeDelivery', () => {
   it('a generic webhook never unwraps a form: `payload=` is just text that is not JSON', () => {
     expect(decodeDelivery('generic', FORM, buf(formBody('{"a":1}')), null)).toEqual({ ok: false, field: 'body', message: 'body: is not valid JSON' });
     expect(decodeDelivery('generic', FORM, buf('{"a":1}'), null)).toEqual({ ok: true, payload: { a: 1 } });
+  });
+});
+
+describe('bodyIsStoredPayload', () => {
+  it('a UTF-8 JSON body that is not a form is stored as read, whatever its content type', () => {
+    for (const type of ['application/json', 'text/plain', '']) expect(bodyIsStoredPayload('github', type, buf('{"n":12345678901234567890,"r":1.10,"t":"café"}'))).toBe(true);
+    expect(bodyIsStoredPayload('generic', FORM, buf('{"a":1}'))).toBe(true);
+  });
+
+  it('a form, bytes that are not UTF-8, or a number in exponent form go through the parse', () => {
+    expect(bodyIsStoredPayload('github', FORM, buf(formBody('{"a":1}')))).toBe(false);
+    expect(bodyIsStoredPayload('generic', 'application/json', Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xe9, 0x22, 0x7d]))).toBe(false);
+    for (const n of ['1e5', '1E+2', '2.5e-3', '1.e9', '-7e131071']) expect(bodyIsStoredPayload('generic', 'application/json', buf(`{"x":${n}}`)), n).toBe(false);
+    // Letters that only look like an exponent, with no digit around them, keep the fast path.
+    expect(bodyIsStoredPayload('generic', 'application/json', buf('{"e":"eel","E2":"x"}'))).toBe(true);
   });
 });
 

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { tooDeepMessage } from '../json-depth.ts';
 import type { SourceType } from '../webhook-source.ts';
 import { jsonDepthExceeds } from './verify.ts';
@@ -49,6 +50,21 @@ function parseJson(field: 'body' | 'payload', text: string): Decoded {
   } catch {
     return { ok: false, field, message: `${field}: is not valid JSON` };
   }
+}
+
+/** A digit or a point, then an exponent: a JSON number written like 1e5 (or a string that looks like one). */
+const EXPONENT = /[\d.][eE][+-]?\d/;
+
+/**
+ * Whether the delivery's JSON is its body's own bytes, to be stored as PostgreSQL reads them (the
+ * todo's payload then keeps every digit as sent): not a form's field, valid UTF-8, and no number
+ * in exponent form. jsonb writes such a number out in full (1e131071 comes back as 131,072
+ * digits), so a few bytes could become a payload of gigabytes; those bodies go through
+ * JSON.parse instead, where 1e400 is Infinity and is stored as null, as before.
+ */
+export function bodyIsStoredPayload(source: SourceType, contentType: string, body: Buffer): boolean {
+  // latin1 maps each byte to one character: the multi-byte UTF-8 sequences never match EXPONENT.
+  return !isFormDelivery(source, contentType) && isUtf8(body) && !EXPONENT.test(body.toString('latin1'));
 }
 
 /** Why a verified delivery is recorded as an event but makes no todo: it announces, it asks for nothing. */

@@ -16,9 +16,10 @@ export interface NewTodo {
   kind?: string | null;
   payload?: unknown;
   /**
-   * The payload is the delivery's body read as JSON (UTF-8, no form around it): PostgreSQL reads
-   * it from the event's body, so the statement carries the bytes once and the payload keeps the
-   * body's numbers exactly as sent. `payload` is then what the caller parsed, for its own use.
+   * The payload is the delivery's body read as JSON (bodyIsStoredPayload said the bytes may be):
+   * PostgreSQL reads it from the event's body, so the statement carries the bytes once and the
+   * payload keeps the body's numbers exactly as sent. `payload` is then what the caller parsed,
+   * for its own use.
    */
   payloadIsBody?: boolean;
   idempotencyKey?: string | null;
