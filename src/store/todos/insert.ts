@@ -86,6 +86,7 @@ export async function insertDeliveries(sql: Sql, deliveries: readonly Delivery[]
     if (todo.endpointId !== endpoint || replayWindowMs(event, now) !== window) {
       throw new Error('insertDeliveries: the deliveries of one statement share an endpoint and a replay window');
     }
+    const fromBody = todo.payloadIsBody === true && event.payload != null;
     return {
       ...eventRow(i + 1, event, endpoint, now),
       todo_id: newTodoId(),
@@ -93,8 +94,8 @@ export async function insertDeliveries(sql: Sql, deliveries: readonly Delivery[]
       source: todo.source ?? null,
       kind: todo.kind ?? null,
       title: todo.title,
-      payload: todo.payloadIsBody ? null : (todo.payload ?? {}),
-      payload_is_body: todo.payloadIsBody === true && event.payload != null,
+      payload: fromBody ? null : (todo.payload ?? {}),
+      payload_is_body: fromBody,
       key: todo.idempotencyKey ? todo.idempotencyKey : null,
       max_attempts: todo.maxAttempts ?? 5,
       priority: todo.priority ?? 0,
@@ -105,14 +106,14 @@ export async function insertDeliveries(sql: Sql, deliveries: readonly Delivery[]
   const args: InsertArgs = { ...deliveryArgs(endpoint, window, rows), instance: instanceId };
   const answers = await insertStatement(sql, rows.length).run<TodoRow & { n: number; active: boolean; new_event_id: string | null; push_eligible: boolean; woken: number }>(sql, args);
   const byRow = new Map(answers.map((a) => [a.n, a]));
-  return deliveries.map((d, i) => settle(sql, d, rows[i]!.key, byRow.get(i + 1)!));
+  return deliveries.map((d, i) => settle(sql, d, rows[i]!, byRow.get(i + 1)!));
 }
 
 /** One delivery's outcome from its row of the statement's answer. */
 async function settle(
   sql: Sql,
   { event, todo }: Delivery,
-  key: string | null,
+  { key, payload_is_body: fromBody }: InsertRow,
   answer: TodoRow & { n: number; active: boolean; new_event_id: string | null; push_eligible: boolean; woken: number },
 ): Promise<Inserted> {
   const { n: _n, active, new_event_id: newEventId, push_eligible: eligible, woken: _woken, ...fields } = answer;
@@ -124,7 +125,7 @@ async function settle(
     return { todo: prior, created: false, eventId: prior.event_id, pushEligible: false };
   }
   if (fields.id) {
-    const row = (todo.payloadIsBody ? { ...fields, payload: todo.payload } : fields) as TodoRow;
+    const row = (fromBody ? { ...fields, payload: todo.payload } : fields) as TodoRow;
     return { todo: row, created: true, eventId: newEventId, pushEligible: eligible };
   }
   // A duplicate by key changes nothing: drop the event (and the body's key) just written.
