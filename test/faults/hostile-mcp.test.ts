@@ -169,10 +169,14 @@ describe('hostile input', () => {
       return { status: res.status, refused: res.status >= 400 || toolError, answer: toolError ? String(res.json.result.content?.[0]?.text) : res.answer };
     });
 
-    // Still serving MCP afterwards.
+    // Still serving MCP afterwards. Its stream is closed before the next door is fuzzed: left
+    // open, the clock those cases move would let the sweep re-ring this endpoint's pending todos,
+    // writing a ring behind a refused shift's back.
     const after = await connectAgent(app, e);
     clients.push(after.client);
     expect(await after.call('list_todos', {})).toHaveProperty('todos');
+    await after.client.close();
+    await until(() => app.sessions.sessionsOf(e.id).every((s) => s.stream === null), 'the last SDK stream to close');
   });
 
   it('shift strings: refused ones change nothing, accepted ones come back canonical and stable', async () => {
