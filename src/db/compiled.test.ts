@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../test/support/app.ts';
-import { arg, compile, compiledPer } from './compiled.ts';
+import { arg, compile, compiledPer, rowsBucket } from './compiled.ts';
 
 let db: Awaited<ReturnType<typeof migratedDatabase>>;
 beforeAll(async () => {
@@ -52,5 +52,14 @@ describe('compile', () => {
     const c = compile<{ a: number; b: number }>(db.sql`select ${arg<number>('a')}::int + ${arg<number>('b')}::int`);
     expect(() => c.run(db.sql, { a: 1 } as never)).toThrow(/no value for b/);
     expect(() => compile('select 1')).toThrow(/not a postgres.js statement/);
+  });
+});
+
+describe('rowsBucket', () => {
+  it('rounds a row count up to a power of two, never below it: 1 to 16 rows take five statements', () => {
+    const counts = Array.from({ length: 16 }, (_, i) => i + 1);
+    expect(counts.map(rowsBucket)).toEqual([1, 2, 4, 4, 8, 8, 8, 8, 16, 16, 16, 16, 16, 16, 16, 16]);
+    expect(new Set(counts.map(rowsBucket)).size).toBe(5);
+    expect(rowsBucket(0)).toBe(1);
   });
 });

@@ -86,6 +86,14 @@ export function compile<Args extends Record<string, unknown>>(statement: unknown
 }
 
 /**
+ * The row count a statement that takes rows as a set is compiled for: `rows` rounded up to a
+ * power of two. Its literal `limit` only tells the planner how few rows to expect, so a statement
+ * for 8 serves 5 to 8 rows alike, and each pool connection prepares and plans 5 statements for 1
+ * to 16 rows instead of 16.
+ */
+export const rowsBucket = (rows: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, rows)));
+
+/**
  * One compiled statement per variant of a statement (a number of queues, an event shape, a
  * transition), composed on first use: `keyOf` names the variant, `compose` writes it.
  */

@@ -1,4 +1,4 @@
-import { argsOf } from '../db/compiled.ts';
+import { argsOf, rowsBucket } from '../db/compiled.ts';
 import type { Fragment, Sql } from '../db/connect.ts';
 import { endpointRevoked } from './endpoints.ts';
 import type { TodoRow } from './todos/row.ts';
@@ -123,7 +123,7 @@ export function eventCtes(sql: Sql, rowCount: number, extraColumns?: Fragment) {
         ev_verified boolean, ev_detail text, ev_content_type text, ev_headers jsonb, ev_body bytea, ev_size int,
         ev_webhook uuid, ev_endpoint uuid, ev_sha bytea${extraColumns ? sql`, ${extraColumns}` : sql``})
       -- The planner takes a set-returning function for 100 rows; a literal limit tells it how few.
-      limit ${sql.unsafe(String(rowCount))}
+      limit ${sql.unsafe(String(rowsBucket(rowCount)))}
     ), ep as (
       select id from endpoints where id = ${a('endpoint')}::uuid and state = 'active' for share
     ), ids as materialized (

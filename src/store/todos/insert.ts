@@ -1,6 +1,6 @@
 import type { Sql } from '../../db/connect.ts';
 import { conflict } from '../../domain/errors.ts';
-import { argsOf, compiledPer } from '../../db/compiled.ts';
+import { argsOf, compiledPer, rowsBucket } from '../../db/compiled.ts';
 import { todoReadyNotifyPerRow } from '../channels.ts';
 import { deliveryArgs, dropEvent, endpointGone, eventCtes, eventRow, replayKeyHolder, replayWindowMs, type DeliveryArgs, type EventInput, type EventRow } from '../event-insert.ts';
 import { liveKey, pushEligible } from './predicates.ts';
@@ -159,7 +159,7 @@ interface InsertArgs extends DeliveryArgs {
 }
 
 /** The delivery statement for each number of rows, composed once (src/db/compiled.ts). */
-const insertStatement = compiledPer<number, InsertArgs>((rowCount) => rowCount, (sql, rowCount) => {
+const insertStatement = compiledPer<number, InsertArgs>((rowCount) => rowsBucket(rowCount), (sql, rowCount) => {
   const a = argsOf<InsertArgs>();
   const todoColumns = sql`
     todo_id text, queue text, source text, kind text, title text, payload jsonb, payload_is_body boolean, key text,

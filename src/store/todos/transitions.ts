@@ -1,4 +1,4 @@
-import { argsOf, compiledPer } from '../../db/compiled.ts';
+import { argsOf, compiledPer, rowsBucket } from '../../db/compiled.ts';
 import type { Sql, TxSql } from '../../db/connect.ts';
 import type { SwitchboardError } from '../../domain/errors.ts';
 import { retryBackoffSeconds } from '../../domain/lifecycle.ts';
@@ -66,7 +66,7 @@ function assignments(sql: Sql, what: Transition) {
 
 /** Each transition's statement for each number of rows, composed once (src/db/compiled.ts). */
 const heldStatement = compiledPer<{ what: Transition; rows: number }, HeldArgs>(
-  (v) => `${v.what}/${v.rows}`,
+  (v) => `${v.what}/${rowsBucket(v.rows)}`,
   (sql, { what, rows }) => {
     const caller: Caller = { endpointId: a('endpoint'), owner: a('owner'), queues: a('queues') as unknown as string[] };
     // The todo's id comes from the row: a fragment where withinReach takes a value.
@@ -77,7 +77,7 @@ const heldStatement = compiledPer<{ what: Transition; rows: number }, HeldArgs>(
         select * from jsonb_to_recordset(${a('rows')}::text::jsonb)
           as r(n int, todo_id text, lease_hash text, at timestamptz, lease_secs int, outcome jsonb)
         -- The planner takes a set-returning function for 100 rows; a literal limit tells it how few.
-        limit ${sql.unsafe(String(rows))}
+        limit ${sql.unsafe(String(rowsBucket(rows)))}
       ) r
       where ${withinReach(sql, caller, rowTodo)} and state = 'claimed' and owner = ${caller.owner}::text
         and lease_token_hash is not distinct from r.lease_hash
