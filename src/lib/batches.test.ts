@@ -1,26 +1,31 @@
 import { describe, expect, it } from 'vitest';
-import { Batches, type Waiting } from './batches.ts';
+import { Batches, pipelinedRuns, type Waiting } from './batches.ts';
+import { Lanes } from './lanes.ts';
 
-/** A run that records its items and waits for the test to let it finish. */
-function recorder(opts: { perRun: number; atOnce?: number; distinct?: (item: string) => (string | null)[] }) {
+/** A run that records its items (and the lane it went to) and waits for the test to let it finish. */
+function recorder(opts: { perRun: number; atOnce?: number; moreAt?: number; distinct?: (item: string) => (string | null)[]; lanes?: string[] }) {
   const runs: string[][] = [];
+  const lanesOfRuns: string[] = [];
   const gates: (() => void)[] = [];
-  const batches = new Batches<string, string>(
-    async (calls: Waiting<string, string>[]) => {
+  const lanes = new Lanes(opts.lanes ?? ['only']);
+  const batches = new Batches<string, string, string>(
+    async (calls: Waiting<string, string>[], lane: string) => {
       runs.push(calls.map((c) => c.item));
+      lanesOfRuns.push(lane);
       await new Promise<void>((open) => gates.push(open));
       for (const c of calls) {
         if (c.item === 'bad') throw new Error('bad item');
         c.resolve(`${c.item}!`);
       }
     },
-    { perRun: opts.perRun, atOnce: opts.atOnce ?? 1, distinct: opts.distinct },
+    { perRun: opts.perRun, atOnce: opts.atOnce ?? 1, moreAt: opts.moreAt, distinct: opts.distinct },
+    lanes,
   );
   const openNext = async () => {
     while (gates.length === 0) await new Promise((r) => setImmediate(r));
     gates.shift()!();
   };
-  return { batches, runs, openNext };
+  return { batches, runs, lanesOfRuns, lanes, openNext };
 }
 
 describe('Batches.add', () => {
@@ -72,5 +77,37 @@ describe('Batches.add', () => {
     const after = batches.add('k', 'c');
     await openNext();
     expect(await after).toBe('c!');
+  });
+
+  it('starts a second run of a kind beside the first only once moreAt calls wait; the last run going takes the rest', async () => {
+    const { batches, runs, openNext } = recorder({ perRun: 8, atOnce: 2, moreAt: 4 });
+    const all = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map((x) => batches.add('k', x));
+    // 'a' alone; b-e started beside it when the fourth arrived; f-h wait for whichever ends last.
+    expect(runs).toEqual([['a'], ['b', 'c', 'd', 'e']]);
+    await openNext();
+    await new Promise((r) => setImmediate(r));
+    expect(runs).toHaveLength(2);
+    await openNext();
+    await openNext();
+    expect(await Promise.all(all)).toEqual(['a!', 'b!', 'c!', 'd!', 'e!', 'f!', 'g!', 'h!']);
+    expect(runs.at(-1)).toEqual(['f', 'g', 'h']);
+  });
+
+  it('sends every run of a kind to the lane it holds, another kind to the least held lane, and gives a lane back after its last run', async () => {
+    const { batches, lanesOfRuns, lanes, openNext } = recorder({ perRun: 8, atOnce: 2, moreAt: 1, lanes: ['one', 'two'] });
+    const k = [batches.add('k', 'a'), batches.add('k', 'b')];
+    const j = batches.add('j', 'x');
+    expect(lanesOfRuns).toEqual(['one', 'one', 'two']);
+    for (let i = 0; i < 3; i++) await openNext();
+    await Promise.all([...k, j]);
+    await new Promise((r) => setImmediate(r));
+    // Both kinds ended: each gave its lane back, so the next taker gets the first lane again.
+    expect(lanes.take()).toBe('one');
+    expect(lanes.take()).toBe('two');
+  });
+
+  it('pipelinedRuns: a second run once half a run waits', () => {
+    expect(pipelinedRuns(16)).toEqual({ perRun: 16, atOnce: 2, moreAt: 8 });
+    expect(pipelinedRuns(5)).toEqual({ perRun: 5, atOnce: 2, moreAt: 3 });
   });
 });

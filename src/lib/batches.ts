@@ -1,9 +1,12 @@
+import { Lanes } from './lanes.ts';
+
 /**
  * Calls that wait while a statement of their kind runs, then go to the database together. A call
  * with nothing of its kind running is run at once, alone, so a lone caller waits for nobody; the
  * calls of the same kind that arrive meanwhile wait for it and then go in one run of up to
  * `perRun`. Under load that spends one statement's fixed cost (its round trip, its commit, its
- * executor set-up) on several calls. claim_next and the delivery insert run through one each.
+ * executor set-up) on several calls. claim_next, the held transitions and the delivery insert run
+ * through one each. Every run of a kind goes to the lane the kind holds (Lanes).
  */
 export interface Waiting<Item, Result> {
   readonly item: Item;
@@ -14,8 +17,17 @@ export interface Waiting<Item, Result> {
 export interface BatchLimits<Item> {
   /** The most calls one run takes. */
   perRun: number;
-  /** Runs of one kind at once (1: a kind's calls queue behind its one running statement). */
+  /**
+   * Runs of one kind at once, all on the kind's lane (1: a kind's calls queue behind its one
+   * running statement; 2: the next run is sent behind it on the same connection).
+   */
   atOnce: number;
+  /**
+   * While a run of the kind is going, a further one starts only when at least this many calls
+   * wait (default 1): a run sent early with two calls would spend a statement on what the next
+   * one takes for free.
+   */
+  moreAt?: number;
   /**
    * Keys no two calls of one run may share (a statement cannot write one unique key twice): a
    * call whose key is already taken waits for the next run, in its order. Absent: none.
@@ -23,9 +35,22 @@ export interface BatchLimits<Item> {
   distinct?: (item: Item) => readonly (string | null)[];
 }
 
-export class Batches<Item, Result> {
-  /** Per kind, the calls waiting and the runs in progress (no entry: none of either). */
-  readonly #kinds = new Map<string, { waiting: Waiting<Item, Result>[]; running: number }>();
+/**
+ * Runs as the store sends them on its lanes: up to `perRun` calls each, and a second run of a kind
+ * pipelined behind the one going once half a run waits (docs/performance.md, ingest, "lanes").
+ */
+export const pipelinedRuns = (perRun: number): Omit<BatchLimits<unknown>, 'distinct'> => ({ perRun, atOnce: 2, moreAt: Math.ceil(perRun / 2) });
+
+/** One kind's calls waiting, its runs in progress and, while any is, the lane they go to. */
+interface Kind<Item, Result, L> {
+  waiting: Waiting<Item, Result>[];
+  running: number;
+  lane: L;
+}
+
+export class Batches<Item, Result, L = undefined> {
+  /** Per kind with calls waiting or running (no entry: none of either). */
+  readonly #kinds = new Map<string, Kind<Item, Result, L>>();
 
   constructor(
     /**
@@ -33,37 +58,46 @@ export class Batches<Item, Result> {
      * failed). A run of several that throws is not the end of its calls: each goes again in a run
      * of its own, so one call PostgreSQL refuses (a value it cannot store) fails alone.
      */
-    private readonly run: (calls: Waiting<Item, Result>[]) => Promise<void>,
+    private readonly run: (calls: Waiting<Item, Result>[], lane: L) => Promise<void>,
     private readonly limits: BatchLimits<Item>,
+    private readonly lanes: Lanes<L> = new Lanes([undefined as L]),
   ) {}
 
   add(kindKey: string, item: Item): Promise<Result> {
     return new Promise<Result>((resolve, reject) => {
       let kind = this.#kinds.get(kindKey);
-      if (!kind) this.#kinds.set(kindKey, (kind = { waiting: [], running: 0 }));
+      if (!kind) this.#kinds.set(kindKey, (kind = { waiting: [], running: 0, lane: this.lanes.take() }));
       kind.waiting.push({ item, resolve, reject });
-      if (kind.running < this.limits.atOnce) void this.#drain(kindKey, kind);
+      if (kind.running === 0 || (kind.running < this.limits.atOnce && kind.waiting.length >= this.#moreAt)) void this.#drain(kindKey, kind);
     });
   }
 
-  async #drain(kindKey: string, kind: { waiting: Waiting<Item, Result>[]; running: number }): Promise<void> {
+  get #moreAt(): number {
+    return this.limits.moreAt ?? 1;
+  }
+
+  async #drain(kindKey: string, kind: Kind<Item, Result, L>): Promise<void> {
     kind.running++;
     try {
-      while (kind.waiting.length > 0) {
+      // The last run going takes whatever waits; one beside it goes on only for a full enough run.
+      while (kind.waiting.length >= (kind.running === 1 ? 1 : this.#moreAt)) {
         const calls = this.#take(kind.waiting);
-        if (calls.length === 1) await this.#runAlone(calls[0]!);
-        else await this.run(calls).catch(async () => {
-          for (const call of calls) await this.#runAlone(call);
+        if (calls.length === 1) await this.#runAlone(calls[0]!, kind.lane);
+        else await this.run(calls, kind.lane).catch(async () => {
+          for (const call of calls) await this.#runAlone(call, kind.lane);
         });
       }
     } finally {
       kind.running--;
-      if (kind.running === 0 && kind.waiting.length === 0) this.#kinds.delete(kindKey);
+      if (kind.running === 0 && kind.waiting.length === 0) {
+        this.#kinds.delete(kindKey);
+        this.lanes.give(kind.lane);
+      }
     }
   }
 
-  async #runAlone(call: Waiting<Item, Result>): Promise<void> {
-    await this.run([call]).catch((err: unknown) => call.reject(err));
+  async #runAlone(call: Waiting<Item, Result>, lane: L): Promise<void> {
+    await this.run([call], lane).catch((err: unknown) => call.reject(err));
   }
 
   /** The next run's calls, in arrival order, removed from `waiting`. */
