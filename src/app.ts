@@ -105,7 +105,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
   const loops: Promise<void>[] = [];
   let baseUrl = config.baseUrl;
   const services = buildServices(
-    { sql: db.sql, clock, log },
+    { sql: db.sql, lanes: db.lanes, clock, log },
     { config, baseUrl: () => baseUrl, selfTestRingDelayMs: opts.selfTestRingDelayMs, notifyHookDelivery: opts.notifyHookDelivery },
   );
   const { sessions, hooks, selfTests, oidc } = services;

@@ -8,6 +8,12 @@ export type Fragment = postgres.PendingQuery<postgres.Row[]>;
 /** Connections in each instance's main pool (behind PgBouncer: what one instance asks of it). */
 export const POOL_MAX = 10;
 
+/**
+ * Connections each instance keeps beside its pool for the batched statements (claims, held
+ * transitions, deliveries), one statement of a kind pipelined behind another (src/lib/lanes.ts).
+ */
+export const LANES = 4;
+
 export interface ConnectOptions {
   max?: number;
   applicationName?: string;
@@ -42,6 +48,11 @@ export function connect(url: string, opts: ConnectOptions = {}): Sql {
     // 16 s (and one for over a minute) after the database was back. Retry at most every second.
     backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
   });
+}
+
+/** The lanes' connections: single-connection pools, so a second statement waits on the connection, sent. */
+export function connectLanes(url: string, opts: Omit<ConnectOptions, 'max'> = {}): Sql[] {
+  return Array.from({ length: LANES }, () => connect(url, { ...opts, max: 1 }));
 }
 
 /** Describes a database URL for logs without its password. */

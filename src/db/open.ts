@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { ConfigError, type Config } from '../config.ts';
 import type { Logger } from '../lib/log.ts';
 import { findRunningEmbeddedCluster, startEmbeddedCluster } from './cluster/embedded.ts';
-import { connect, redactUrl, type Sql } from './connect.ts';
+import { Lanes } from '../lib/lanes.ts';
+import { connect, connectLanes, redactUrl, type Sql } from './connect.ts';
 
 export interface Database {
   sql: Sql;
@@ -12,6 +13,8 @@ export interface Database {
    * (and migrations). The pool on SWITCHBOARD_LISTEN_DATABASE_URL when set; otherwise `sql`.
    */
   direct: Sql;
+  /** Connections beside the pool that the batched statements keep to (src/lib/lanes.ts). */
+  lanes: Lanes<Sql>;
   /** For logs: the URL without its password, or where the embedded data lives. */
   description: string;
   close(): Promise<void>;
@@ -36,7 +39,13 @@ export async function openDatabase(config: Config, log: Logger, opts: OpenOption
     if (running) {
       const sql = connect(running.url, { max: 2 });
       await ping(sql, `embedded PostgreSQL in ${config.dataDir}`);
-      return { sql, direct: sql, description: `embedded PostgreSQL in ${config.dataDir} (shared with the running serve, PID ${running.pid})`, close: () => sql.end({ timeout: 5 }) };
+      return {
+        sql,
+        direct: sql,
+        lanes: new Lanes([sql]),
+        description: `embedded PostgreSQL in ${config.dataDir} (shared with the running serve, PID ${running.pid})`,
+        close: () => sql.end({ timeout: 5 }),
+      };
     }
     // A second terminal without the server's SWITCHBOARD_DATA_DIR must not quietly make a new,
     // empty database whose humans and tokens the running server never sees.
@@ -60,12 +69,14 @@ export async function openDatabase(config: Config, log: Logger, opts: OpenOption
     throw err;
   }
   log.info({ data_dir: cluster.dataDir, postgres: cluster.version }, 'database ready (embedded PostgreSQL)');
+  const lanes = connectLanes(cluster.url);
   return {
     sql,
     direct: sql,
+    lanes: new Lanes(lanes),
     description: `embedded PostgreSQL in ${cluster.dataDir}`,
     close: async () => {
-      await sql.end({ timeout: 5 });
+      await endAll([sql, ...lanes]);
       await cluster.stop();
     },
   };
@@ -78,15 +89,15 @@ async function openUrls(url: string, listenUrl: string | undefined, log: Logger)
     const sql = connect(url);
     await ping(sql, description);
     log.info({ database: description }, 'database ready');
-    return { sql, direct: sql, description, close: () => sql.end({ timeout: 5 }) };
+    const lanes = connectLanes(url);
+    return { sql, direct: sql, lanes: new Lanes(lanes), description, close: () => endAll([sql, ...lanes]) };
   }
   const sql = connect(url, { prepare: false });
+  const lanes = connectLanes(url, { prepare: false });
   // postgres.js gives LISTEN a connection of its own beside this pool; the pool itself serves
   // migrations, one connection at a time.
   const direct = connect(listenUrl, { max: 2, applicationName: 'switchboard-listen' });
-  const close = async () => {
-    await Promise.all([sql.end({ timeout: 5 }), direct.end({ timeout: 5 })]);
-  };
+  const close = () => endAll([sql, ...lanes, direct]);
   try {
     await ping(sql, description);
     await ping(direct, `${redactUrl(listenUrl)} (SWITCHBOARD_LISTEN_DATABASE_URL)`);
@@ -95,7 +106,11 @@ async function openUrls(url: string, listenUrl: string | undefined, log: Logger)
     throw err;
   }
   log.info({ database: description, listen_database: redactUrl(listenUrl) }, 'database ready (behind a pooler: LISTEN and migrations on the direct URL)');
-  return { sql, direct, description, close };
+  return { sql, direct, lanes: new Lanes(lanes), description, close };
+}
+
+async function endAll(pools: Sql[]): Promise<void> {
+  await Promise.all(pools.map((p) => p.end({ timeout: 5 })));
 }
 
 async function ping(sql: Sql, what: string): Promise<void> {

@@ -88,8 +88,8 @@ export class TodoWork {
     opts: { waiters?: ClaimWaiters } = {},
   ) {
     this.waiters = opts.waiters ?? new ClaimWaiters();
-    this.#claimNext = new ClaimNext(base.sql);
-    this.#held = new HeldTransitions(base.sql);
+    this.#claimNext = new ClaimNext(base.sql, base.lanes);
+    this.#held = new HeldTransitions(base.sql, base.lanes);
   }
 
   /** Long-polling claims wake on todo_ready, from whichever instance it came. */

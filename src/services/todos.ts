@@ -118,7 +118,7 @@ export class TodoService {
   constructor(base: ServiceBase, fanOut: TodoFanOut = {}) {
     this.#base = base;
     this.#fanOut = fanOut;
-    this.#deliveries = new DeliveryBatches(base.sql, () => fanOut.instanceId ?? null);
+    this.#deliveries = new DeliveryBatches(base.sql, () => fanOut.instanceId ?? null, base.lanes);
   }
 
   async push(event: EventInput, todo: NewTodo, now: Date = this.#base.clock.now()): Promise<Pushed> {

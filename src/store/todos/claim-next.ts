@@ -1,6 +1,7 @@
 import { arg, compiledPer } from '../../db/compiled.ts';
 import type { Sql } from '../../db/connect.ts';
-import { Batches, type Waiting } from '../../lib/batches.ts';
+import { Batches, pipelinedRuns, type Waiting } from '../../lib/batches.ts';
+import { Lanes } from '../../lib/lanes.ts';
 import { RESERVED_QUEUE } from '../../domain/scope.ts';
 import { claimSet, ownSelfTest, selfTestRinging, withAcknowledgements, type ClaimedTodo } from './claim.ts';
 import { claimable, claimableStates } from './predicates.ts';
@@ -114,17 +115,14 @@ interface WaitingClaim extends ClaimSeat {
  * had no todo for looks again alone (lookAgain), so it answers "empty" only as a lone claim would.
  */
 export class ClaimNext {
-  readonly #batches: Batches<WaitingClaim, ClaimedTodo | null>;
+  readonly #batches: Batches<WaitingClaim, ClaimedTodo | null, Sql>;
 
   constructor(
     private readonly sql: Sql,
-    /**
-     * claim_next statements of one kind running at once. Two drained 20,000 jobs as fast as one
-     * with more PostgreSQL CPU per job, three slower (docs/performance.md, claim path step 7).
-     */
-    statementsAtOnce = 1,
+    /** Where the statements go (src/lib/lanes.ts); by default the pool. */
+    lanes: Lanes<Sql> = new Lanes([sql]),
   ) {
-    this.#batches = new Batches((calls) => this.#claimFor(calls), { perRun: MAX_CLAIMS_PER_STATEMENT, atOnce: statementsAtOnce });
+    this.#batches = new Batches((calls, lane) => this.#claimFor(calls, lane), pipelinedRuns(MAX_CLAIMS_PER_STATEMENT), lanes);
   }
 
   claim(caller: Caller, queues: readonly string[], leaseSecs: number, now: Date, leaseTokenHash: string | null = null): Promise<ClaimedTodo | null> {
@@ -134,10 +132,10 @@ export class ClaimNext {
     return this.#batches.add(kind, { caller, wanted, leaseSecs, now, session: caller.sessionId ?? null, hash: leaseTokenHash });
   }
 
-  async #claimFor(calls: Waiting<WaitingClaim, ClaimedTodo | null>[]): Promise<void> {
+  async #claimFor(calls: Waiting<WaitingClaim, ClaimedTodo | null>[], lane: Sql): Promise<void> {
     const { caller, wanted, leaseSecs } = calls[0]!.item;
     const now = new Date(Math.max(...calls.map((c) => c.item.now.getTime())));
-    const rows = await runClaimNext(this.sql, caller, wanted, leaseSecs, now, calls.map((c) => c.item));
+    const rows = await runClaimNext(lane, caller, wanted, leaseSecs, now, calls.map((c) => c.item));
     calls.forEach(({ item, resolve }, i) => {
       const row = rows[i];
       resolve(row ?? lookAgain(this.sql, item.caller, wanted, leaseSecs, item.now, item.hash));

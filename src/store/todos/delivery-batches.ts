@@ -1,5 +1,6 @@
 import type { Sql } from '../../db/connect.ts';
-import { Batches, type Waiting } from '../../lib/batches.ts';
+import { Batches, pipelinedRuns, type Waiting } from '../../lib/batches.ts';
+import { Lanes } from '../../lib/lanes.ts';
 import { replayWindowMs } from '../event-insert.ts';
 import { insertDeliveries, type Delivery, type Inserted } from './insert.ts';
 
@@ -20,21 +21,22 @@ export const MAX_DELIVERIES_PER_STATEMENT = 16;
  * then goes again alone (Batches), so only the one at fault gets the error.
  */
 export class DeliveryBatches {
-  readonly #batches: Batches<Delivery, Inserted>;
+  readonly #batches: Batches<Delivery, Inserted, Sql>;
 
   constructor(
-    private readonly sql: Sql,
+    sql: Sql,
     /** The pushing instance's directory id (insertEventAndTodo's `instanceId`), read at each statement. */
     private readonly instanceId: () => string | null = () => null,
+    /** Where the statements go (src/lib/lanes.ts); by default the pool. */
+    lanes: Lanes<Sql> = new Lanes([sql]),
   ) {
-    this.#batches = new Batches((calls) => this.#insert(calls), {
-      perRun: MAX_DELIVERIES_PER_STATEMENT,
-      atOnce: 1,
+    this.#batches = new Batches((calls, lane) => this.#insert(calls, lane), {
+      ...pipelinedRuns(MAX_DELIVERIES_PER_STATEMENT),
       distinct: ({ event, todo }) => [
         event.replay && event.webhookId ? `body:${event.webhookId}:${event.replay.bodySha256.toString('hex')}` : null,
         todo.idempotencyKey ? `key:${todo.idempotencyKey}` : null,
       ],
-    });
+    }, lanes);
   }
 
   insert(delivery: Delivery): Promise<Inserted> {
@@ -43,8 +45,8 @@ export class DeliveryBatches {
     return this.#batches.add(kind, delivery);
   }
 
-  async #insert(calls: Waiting<Delivery, Inserted>[]): Promise<void> {
-    const inserted = await insertDeliveries(this.sql, calls.map((c) => c.item), this.instanceId());
+  async #insert(calls: Waiting<Delivery, Inserted>[], lane: Sql): Promise<void> {
+    const inserted = await insertDeliveries(lane, calls.map((c) => c.item), this.instanceId());
     calls.forEach((c, i) => c.resolve(inserted[i]!));
   }
 }

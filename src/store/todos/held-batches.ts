@@ -1,5 +1,6 @@
 import type { Sql } from '../../db/connect.ts';
-import { Batches, type Waiting } from '../../lib/batches.ts';
+import { Batches, pipelinedRuns, type Waiting } from '../../lib/batches.ts';
+import { Lanes } from '../../lib/lanes.ts';
 import type { Caller } from './reach.ts';
 import type { TodoRow } from './row.ts';
 import { heldRefusal, transitionHeldTodos, type HeldCall, type Transition } from './transitions.ts';
@@ -23,14 +24,14 @@ interface HeldItem {
  * lone call gets.
  */
 export class HeldTransitions {
-  readonly #batches: Batches<HeldItem, TodoRow>;
+  readonly #batches: Batches<HeldItem, TodoRow, Sql>;
 
-  constructor(private readonly sql: Sql) {
-    this.#batches = new Batches((calls) => this.#run(calls), {
-      perRun: MAX_TRANSITIONS_PER_STATEMENT,
-      atOnce: 1,
-      distinct: ({ call }) => [call.id],
-    });
+  constructor(
+    private readonly sql: Sql,
+    /** Where the statements go (src/lib/lanes.ts); by default the pool. */
+    lanes: Lanes<Sql> = new Lanes([sql]),
+  ) {
+    this.#batches = new Batches((calls, lane) => this.#run(calls, lane), { ...pipelinedRuns(MAX_TRANSITIONS_PER_STATEMENT), distinct: ({ call }) => [call.id] }, lanes);
   }
 
   heartbeat(caller: Caller, call: HeldCall & { lease: number }): Promise<TodoRow> {
@@ -54,9 +55,9 @@ export class HeldTransitions {
     return this.#batches.add(kind, { caller, what, call });
   }
 
-  async #run(calls: Waiting<HeldItem, TodoRow>[]): Promise<void> {
+  async #run(calls: Waiting<HeldItem, TodoRow>[], lane: Sql): Promise<void> {
     const { caller, what } = calls[0]!.item;
-    const rows = await transitionHeldTodos(this.sql, caller, what, calls.map((c) => c.item.call));
+    const rows = await transitionHeldTodos(lane, caller, what, calls.map((c) => c.item.call));
     calls.forEach(({ item, resolve, reject }, i) => {
       const row = rows[i];
       if (row) resolve(row);
