@@ -15,7 +15,7 @@ import { systemClock } from '../src/lib/clock.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { graphileDrain } from './graphile.ts';
-import { ownCpuMs, storeDrain, postgresCpuMs, type DrainResult, figure, printJsonLast, seedPendingTodos, withBenchDatabase } from './lib.ts';
+import { openLanes, ownCpuMs, storeDrain, postgresCpuMs, type DrainResult, figure, printJsonLast, seedPendingTodos, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -44,10 +44,11 @@ await withBenchDatabase(WORKERS + 4, async ({ cluster, sql, pgVersion }) => {
     // The workers' own pool, connected before the clock starts.
     const pool = connect(cluster.url, { max: WORKERS });
     await Promise.all(Array.from({ length: WORKERS }, () => pool`select 1`));
+    const lanes = await openLanes(cluster.url);
     const cpu0 = { node: ownCpuMs(), pg: postgresCpuMs() };
-    const s = await storeDrain(pool, v.endpoint, WORKERS);
+    const s = await storeDrain(pool, lanes.lanes, v.endpoint, WORKERS);
     const cpu = { node: (ownCpuMs() - cpu0.node) / s.done, pg: (postgresCpuMs() - cpu0.pg) / s.done };
-    await pool.end();
+    await Promise.all([pool.end(), lanes.end()]);
     const g = await graphileDrain(cluster.url, JOBS, WORKERS);
     store.push(s);
     cpus.push(cpu);

@@ -7,7 +7,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { startThrowawayCluster, type RunningCluster } from '../test/support/throwaway-cluster.ts';
 import postgres from 'postgres';
-import { connect, type Sql } from '../src/db/connect.ts';
+import { connect, connectLanes, type Sql } from '../src/db/connect.ts';
+import { Lanes } from '../src/lib/lanes.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { ClaimNext, HeldTransitions, type Caller } from '../src/store/todos/index.ts';
@@ -67,15 +68,32 @@ export async function drain(workers: number, step: (worker: number) => Promise<b
   return { done: latencies.length, seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
+/** Lanes opened as an instance opens them (src/db/open.ts), connected before any clock starts. */
+export async function openLanes(url: string): Promise<{ lanes: Lanes<Sql>; end(): Promise<void> }> {
+  const pools = connectLanes(url);
+  await Promise.all(pools.map((l) => l`select 1`));
+  return { lanes: new Lanes(pools), end: async () => void (await Promise.all(pools.map((l) => l.end()))) };
+}
+
+/** Runs `use` with lanes opened as an instance opens them, and closes them after. */
+export async function withLanes<T>(url: string, use: (lanes: Lanes<Sql>) => Promise<T>): Promise<T> {
+  const { lanes, end } = await openLanes(url);
+  try {
+    return await use(lanes);
+  } finally {
+    await end();
+  }
+}
+
 /**
  * The store's own drain of an endpoint's `work` queue: `claim_next` then `complete`, `workers` at
- * a time, in process, through the same ClaimNext and HeldTransitions a server instance claims
- * and completes with.
+ * a time, in process, through the same ClaimNext and HeldTransitions, on the same kind of lanes, a
+ * server instance claims and completes with.
  */
-export function storeDrain(sql: Sql, endpoint: { id: string; agent_id: string }, workers: number): Promise<DrainResult> {
+export function storeDrain(sql: Sql, lanes: Lanes<Sql>, endpoint: { id: string; agent_id: string }, workers: number): Promise<DrainResult> {
   const caller: Caller = { endpointId: endpoint.id, owner: `agent:${endpoint.agent_id}`, queues: ['work'] };
-  const claimNext = new ClaimNext(sql);
-  const held = new HeldTransitions(sql);
+  const claimNext = new ClaimNext(sql, lanes);
+  const held = new HeldTransitions(sql, lanes);
   return drain(workers, async () => {
     const t = await claimNext.claim(caller, ['work'], 300, systemClock.now());
     if (!t) return false;

@@ -22,7 +22,7 @@ import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/lib/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
-import { storeDrain, type DrainResult, pctOf, pgbenchInsertRate, seedPendingTodos, withBenchDatabase } from './lib.ts';
+import { storeDrain, withLanes, type DrainResult, pctOf, pgbenchInsertRate, seedPendingTodos, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({ options: { todos: { type: 'string', default: '5000' }, workers: { type: 'string', default: '8' } } });
 const TODOS = Number(values.todos);
@@ -51,7 +51,7 @@ async function main(): Promise<void> {
     };
 
     const direct = await endpoint('direct');
-    const storeRun = await storeDrain(sql, direct.endpoint, WORKERS);
+    const storeRun = await withLanes(cluster.url, (lanes) => storeDrain(sql, lanes, direct.endpoint, WORKERS));
     const readsBefore = app.directory.reads;
     const sdk = await endpoint('sdk');
     const sdkRun = await runDriver('sdk', `${app.baseUrl}/mcp/${sdk.endpoint.slug}`, sdk.credential);

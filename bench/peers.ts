@@ -32,7 +32,7 @@ import { addHuman } from '../src/store/humans.ts';
 import { insertEventAndTodo } from '../src/store/todos/index.ts';
 import { connectAgent } from '../test/support/agents.ts';
 import { graphileDrain, quiet } from './graphile.ts';
-import { MCP_WARMUP_CALLS, drain, storeDrain, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
+import { MCP_WARMUP_CALLS, drain, storeDrain, withLanes, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -148,7 +148,7 @@ async function main(): Promise<void> {
 
     // 1. Claim throughput: each path drains its own JOBS todos (or jobs), one path at a time.
     const direct = await endpoint('direct', JOBS);
-    const store = await storeDrain(sql, direct.endpoint, WORKERS);
+    const store = await withLanes(cluster.url, (lanes) => storeDrain(sql, lanes, direct.endpoint, WORKERS));
     const mcp = async (mode: 'sdk' | 'raw', name: string, jobs: number) => {
       const ep = await endpoint(name, jobs);
       return mcpDrive(mode, `${app.baseUrl}/mcp/${ep.endpoint.slug}`, ep.credential);
