@@ -13,8 +13,8 @@ export async function pushEligibleTodosByIds(sql: Sql, ids: readonly string[]): 
 }
 
 /**
- * What a `todo_ready` wakeup rings: the oldest push-eligible todos of one endpoint and queue that
- * became ready within the last `freshSeconds` (created or re-queued). Older work is the sweep's,
+ * What a `todo_ready` wakeup rings: the push-eligible todos of one endpoint and queue that became
+ * ready within the last `freshSeconds` (created or re-queued), at most `limit` of the latest. Older work is the sweep's,
  * with its budget; the wakeup only carries new work to sessions on other instances.
  */
 export async function freshReadyTodos(
@@ -24,17 +24,21 @@ export async function freshReadyTodos(
   now: Date,
   opts: { freshSeconds?: number; limit?: number } = {},
 ): Promise<TodoRow[]> {
+  // The latest to become ready, so that the one whose todo_ready this answers is among them however
+  // many older ones still wait unclaimed (those rang when they became ready); rung oldest first.
   return sql<TodoRow[]>`
-    select t.*, t.event_id::text as event_id from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active'
-    where t.endpoint_id = ${endpointId} and t.queue = ${queue} and ${pushEligible(sql)}
-      and t.updated_at >= ${now}::timestamptz - make_interval(secs => ${opts.freshSeconds ?? 60})
-    order by t.created_at, t.seq
-    limit ${opts.limit ?? 16}`;
+    select r.* from (
+      select t.*, t.event_id::text as event_id from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active'
+      where t.endpoint_id = ${endpointId} and t.queue = ${queue} and ${pushEligible(sql)}
+        and t.updated_at >= ${now}::timestamptz - make_interval(secs => ${opts.freshSeconds ?? 60})
+      order by t.updated_at desc, t.seq desc
+      limit ${opts.limit ?? 16}
+    ) r order by r.created_at, r.seq`;
 }
 
 /**
  * freshReadyTodos for many endpoints at once, every queue (the catch-up after a LISTEN reconnect):
- * at most `limit` per endpoint and queue, in one statement.
+ * at most `limit` per endpoint and queue, the latest to become ready, in one statement.
  */
 export async function freshReadyTodosOf(
   sql: Sql,
@@ -46,7 +50,7 @@ export async function freshReadyTodosOf(
   return sql<TodoRow[]>`
     select r.* from (
       select t.*, t.event_id::text as event_id,
-             row_number() over (partition by t.endpoint_id, t.queue order by t.created_at, t.seq) as nth
+             row_number() over (partition by t.endpoint_id, t.queue order by t.updated_at desc, t.seq desc) as nth
       from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active'
       where t.endpoint_id = any(${sql.array([...endpointIds])}::uuid[]) and ${pushEligible(sql)}
         and t.updated_at >= ${now}::timestamptz - make_interval(secs => ${opts.freshSeconds ?? 60})
