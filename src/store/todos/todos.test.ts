@@ -11,6 +11,8 @@ import {
   claimTodo,
   completeTodo,
   failTodo,
+  freshReadyTodos,
+  freshReadyTodosOf,
   getTodo,
   heartbeatTodo,
   insertEventAndTodo,
@@ -154,6 +156,25 @@ describe('insertEventAndTodo: the todo_ready wakeup', () => {
     } finally {
       await sql`delete from instances where id = 'i_me'`;
     }
+  });
+});
+
+describe('freshReadyTodos / freshReadyTodosOf: what a todo_ready wakeup and the LISTEN catch-up ring', () => {
+  const pushed = async (c: Caller, n: number) => {
+    const titles = Array.from({ length: n }, (_, i) => `ready ${i}`);
+    for (const t of titles) await push(c, t);
+    return titles;
+  };
+
+  it('with more unclaimed todos than the limit, take the latest to become ready (the one just pushed among them), oldest first', async () => {
+    const c = await newEndpoint();
+    const titles = await pushed(c, 20);
+    expect((await freshReadyTodos(sql, c.endpointId, 'reviews', clock.now(), { limit: 16 })).map((t) => t.title)).toEqual(titles.slice(4));
+    const other = await newEndpoint();
+    const fewer = await pushed(other, 2);
+    const all = await freshReadyTodosOf(sql, [c.endpointId, other.endpointId], clock.now(), { limit: 3 });
+    expect(all.filter((t) => t.endpoint_id === c.endpointId).map((t) => t.title)).toEqual(titles.slice(17));
+    expect(all.filter((t) => t.endpoint_id === other.endpointId).map((t) => t.title)).toEqual(fewer);
   });
 });
 
