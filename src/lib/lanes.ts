@@ -31,8 +31,4 @@ export class Lanes<L> {
     const held = this.#lanes.find((l) => l.lane === lane);
     if (held && held.holders > 0) held.holders--;
   }
-
-  get all(): readonly L[] {
-    return this.#lanes.map((l) => l.lane);
-  }
 }

@@ -12,8 +12,8 @@ export const MAX_DELIVERIES_PER_STATEMENT = 16;
  * A push with none of its kind running goes to the database at once, alone; the pushes to the
  * same endpoint that arrive while it runs wait for it and then go together in one statement (up
  * to MAX_DELIVERIES_PER_STATEMENT; once half that many wait, that statement is sent behind the one
- * going, on the kind's lane: pipelinedRuns), each written, refused or collapsed onto a live todo as it
- * would be alone (insertDeliveries). Under load that spends one statement's round trip, commit and
+ * going, on the kind's lane: pipelinedRuns), each written, refused or collapsed onto a live todo
+ * as it would be alone (insertDeliveries). Under load that spends one statement's round trip, commit and
  * executor set-up on many deliveries instead of one each (docs/performance.md, ingest).
  *
  * Two pushes with the same signed body or the same idempotency key never share a statement: the

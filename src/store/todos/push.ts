@@ -14,8 +14,9 @@ export async function pushEligibleTodosByIds(sql: Sql, ids: readonly string[]): 
 
 /**
  * What a `todo_ready` wakeup rings: the push-eligible todos of one endpoint and queue that became
- * ready within the last `freshSeconds` (created or re-queued), at most `limit` of the latest. Older work is the sweep's,
- * with its budget; the wakeup only carries new work to sessions on other instances.
+ * ready within the last `freshSeconds` (created or re-queued), at most `limit` of the latest.
+ * Older work is the sweep's, with its budget; the wakeup only carries new work to sessions on
+ * other instances.
  */
 export async function freshReadyTodos(
   sql: Sql,
