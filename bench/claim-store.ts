@@ -4,7 +4,7 @@
  * same number of graphile-worker jobs, `--workers` at a time; rounds alternate so that a noisy
  * neighbour hits both. Prints each round, the medians and the ratio (issue 20's store target is
  * at least 1.0x graphile-worker at 20,000 jobs and 8 workers; `npm run bench:peers` is the full run).
- * Beside each store round: its CPU per job in this process and in PostgreSQL (from /proc).
+ * Beside each round: its CPU per job in this process and in PostgreSQL (from /proc).
  *
  *   npm run bench:claim-store -- [--jobs 5000] [--workers 8] [--rounds 3] [--json]
  */
@@ -15,7 +15,7 @@ import { systemClock } from '../src/lib/clock.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { graphileDrain } from './graphile.ts';
-import { openLanes, ownCpuMs, storeDrain, postgresCpuMs, type DrainResult, figure, printJsonLast, seedPendingTodos, withBenchDatabase } from './lib.ts';
+import { openLanes, storeDrain, withCpuPerJob, type DrainResult, figure, printJsonLast, seedPendingTodos, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -36,7 +36,6 @@ await withBenchDatabase(WORKERS + 4, async ({ cluster, sql, pgVersion }) => {
   const human = await addHuman(sql, { handle: 'bench' });
   const store: DrainResult[] = [];
   const graphile: DrainResult[] = [];
-  const cpus: { node: number; pg: number }[] = [];
   for (let round = 1; round <= ROUNDS; round++) {
     const v = await vendEndpoint(sql, human.id, { name: `store-${round}`, queues: ['work'] }, systemClock.now());
     await seedPendingTodos(sql, v.endpoint.id, JOBS);
@@ -45,23 +44,26 @@ await withBenchDatabase(WORKERS + 4, async ({ cluster, sql, pgVersion }) => {
     const pool = connect(cluster.url, { max: WORKERS });
     await Promise.all(Array.from({ length: WORKERS }, () => pool`select 1`));
     const lanes = await openLanes(cluster.url);
-    const cpu0 = { node: ownCpuMs(), pg: postgresCpuMs() };
-    const s = await storeDrain(pool, lanes.lanes, v.endpoint, WORKERS);
-    const cpu = { node: (ownCpuMs() - cpu0.node) / s.done, pg: (postgresCpuMs() - cpu0.pg) / s.done };
+    const s = await withCpuPerJob(() => storeDrain(pool, lanes.lanes, v.endpoint, WORKERS));
     await Promise.all([pool.end(), lanes.end()]);
     const g = await graphileDrain(cluster.url, JOBS, WORKERS);
     store.push(s);
-    cpus.push(cpu);
     graphile.push(g);
     console.log(
-      `round ${round}: store ${Math.round(rate(s))} jobs/s (p99 ${s.p99.toFixed(1)} ms; CPU per job: Node ${cpu.node.toFixed(2)} ms, PostgreSQL ${cpu.pg.toFixed(2)} ms), graphile-worker ${Math.round(rate(g))} jobs/s (p99 ${g.p99.toFixed(1)} ms), ratio ${(rate(s) / rate(g)).toFixed(2)}x`,
+      `round ${round}: store ${Math.round(rate(s))} jobs/s (p99 ${s.p99.toFixed(1)} ms; CPU per job: Node ${s.cpu!.node.toFixed(2)} ms, PostgreSQL ${s.cpu!.pg.toFixed(2)} ms), graphile-worker ${Math.round(rate(g))} jobs/s (p99 ${g.p99.toFixed(1)} ms; CPU per job: Node ${g.cpu!.node.toFixed(2)} ms, PostgreSQL ${g.cpu!.pg.toFixed(2)} ms), ratio ${(rate(s) / rate(g)).toFixed(2)}x`,
     );
   }
   const s = median(store.map(rate));
   const g = median(graphile.map(rate));
   const ratios = store.map((x, i) => rate(x) / rate(graphile[i]!));
   console.log(`\n${JOBS} jobs x ${WORKERS} workers, ${ROUNDS} rounds, ${os.cpus().length} cores, PostgreSQL ${pgVersion}`);
+  const cpuOf = (r: DrainResult) => r.cpu!.node + r.cpu!.pg;
+  const cpuRatios = store.map((x, i) => cpuOf(x) / cpuOf(graphile[i]!));
   console.log(`median: store ${Math.round(s)} jobs/s, graphile-worker ${Math.round(g)} jobs/s; median ratio ${median(ratios).toFixed(2)}x (target >= 1.0x)`);
+  console.log(
+    `CPU per job (this process + PostgreSQL), median: store ${median(store.map(cpuOf)).toFixed(2)} ms, graphile-worker ${median(graphile.map(cpuOf)).toFixed(2)} ms; ` +
+      `median of the rounds' store/graphile-worker ratios ${median(cpuRatios).toFixed(2)} (below 1: the store costs less per job)`,
+  );
   if (values.json) {
     printJsonLast('claim-store', pgVersion, {
       jobs: JOBS,
@@ -70,11 +72,16 @@ await withBenchDatabase(WORKERS + 4, async ({ cluster, sql, pgVersion }) => {
       store_jobs_per_second: figure(s, 0),
       graphile_jobs_per_second: figure(g, 0),
       store_ratio_to_graphile: figure(median(ratios)),
+      store_cpu_ms_per_job: figure(median(store.map(cpuOf))),
+      graphile_cpu_ms_per_job: figure(median(graphile.map(cpuOf))),
+      store_cpu_ratio_to_graphile: figure(median(cpuRatios)),
       rounds_detail: store.map((x, i) => ({
         store: figure(rate(x), 0),
         graphile: figure(rate(graphile[i]!), 0),
-        store_node_cpu_ms_per_job: figure(cpus[i]!.node),
-        store_postgres_cpu_ms_per_job: figure(cpus[i]!.pg),
+        store_node_cpu_ms_per_job: figure(x.cpu!.node),
+        store_postgres_cpu_ms_per_job: figure(x.cpu!.pg),
+        graphile_node_cpu_ms_per_job: figure(graphile[i]!.cpu!.node),
+        graphile_postgres_cpu_ms_per_job: figure(graphile[i]!.cpu!.pg),
       })),
     });
   }

@@ -1,6 +1,6 @@
 import { Logger, makeWorkerUtils, run } from 'graphile-worker';
 import { connect } from '../src/db/connect.ts';
-import { percentile, type DrainResult } from './lib.ts';
+import { ownCpuMs, percentile, postgresCpuMs, type DrainResult } from './lib.ts';
 
 /** graphile-worker logs every job at info; the benches print their own tables. */
 export const quiet = new Logger(() => () => {});
@@ -22,6 +22,7 @@ export async function graphileDrain(url: string, jobs: number, workers: number):
   let finished!: () => void;
   const all = new Promise<void>((r) => (finished = r));
   let last = performance.now();
+  const cpu0 = { node: ownCpuMs(), pg: postgresCpuMs() };
   const runner = await run({
     connectionString: url,
     concurrency: workers,
@@ -39,11 +40,13 @@ export async function graphileDrain(url: string, jobs: number, workers: number):
   });
   await all;
   const seconds = (performance.now() - started) / 1000;
+  // Read before the runner stops: its backends' CPU leaves /proc with them.
+  const cpu = { node: (ownCpuMs() - cpu0.node) / done, pg: (postgresCpuMs() - cpu0.pg) / done };
   await runner.stop();
   await utils.release();
   latencies.sort((a, b) => a - b);
   // Per-job figure: the gap between completions times the concurrency approximates one job's turn.
   const perJob = latencies.map((l) => l * workers).sort((a, b) => a - b);
-  return { done, seconds, p50: percentile(perJob, 50), p99: percentile(perJob, 99) };
+  return { done, seconds, p50: percentile(perJob, 50), p99: percentile(perJob, 99), cpu };
 }
 

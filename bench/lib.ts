@@ -1,9 +1,10 @@
 /** Shared by the bench scripts: a concurrent drain loop, its summary, and PostgreSQL's own limit. */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { startThrowawayCluster, type RunningCluster } from '../test/support/throwaway-cluster.ts';
 import postgres from 'postgres';
@@ -44,7 +45,64 @@ export interface DrainResult {
   seconds: number;
   p50: number;
   p99: number;
+  /** CPU per job, where the drain measured it (withCpuPerJob, runMcpDriver). */
+  cpu?: CpuPerJob;
 }
+
+/**
+ * CPU per job, ms: of this process (the bench, and the server it hosts), of every PostgreSQL
+ * process, and of the agents' process where there is one. Throughputs on this shared VM move by
+ * a third from run to run; the CPU a job costs moves much less, so it says whether one path is
+ * cheaper than another or only faster at that moment.
+ */
+export interface CpuPerJob {
+  node: number;
+  pg: number;
+  agents?: number;
+}
+
+/**
+ * Runs a drain and adds its CPU per job. Read while the drain's connections are still open:
+ * a PostgreSQL backend's CPU leaves /proc with it.
+ */
+export async function withCpuPerJob(run: () => Promise<DrainResult>): Promise<DrainResult> {
+  const before = { node: ownCpuMs(), pg: postgresCpuMs() };
+  const result = await run();
+  const jobs = Math.max(1, result.done);
+  return { ...result, cpu: { node: (ownCpuMs() - before.node) / jobs, pg: (postgresCpuMs() - before.pg) / jobs } };
+}
+
+const MCP_DRIVER = fileURLToPath(new URL('./mcp-driver.ts', import.meta.url));
+const TSX_CLI = fileURLToPath(new URL('../node_modules/tsx/dist/cli.mjs', import.meta.url));
+
+/**
+ * Drains an endpoint over MCP from bench/mcp-driver.ts in a process of its own. The driver
+ * connects and warms up, says so, and starts its clock when told: the CPU counted here (this
+ * process, which hosts the server, and PostgreSQL) is the drain's alone, not the warm-up's.
+ */
+export async function runMcpDriver(mode: 'sdk' | 'raw', url: string, credential: string, workers: number): Promise<DrainResult> {
+  const child = spawn(process.execPath, [TSX_CLI, MCP_DRIVER, mode, url, credential, String(workers)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (chunk: string) => (out += chunk));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  while (!out.includes(`${MCP_DRIVER_WARM}\n`)) {
+    if (child.exitCode !== null) throw new Error(`mcp-driver exited with ${child.exitCode} before its drain`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  const before = { node: ownCpuMs(), pg: postgresCpuMs() };
+  child.stdin.end('go\n');
+  const code = await exited;
+  const node = ownCpuMs() - before.node;
+  const pg = postgresCpuMs() - before.pg;
+  if (code !== 0) throw new Error(`mcp-driver exited with ${code}`);
+  const { agentCpuMs, ...result } = JSON.parse(out.trim().split('\n').pop()!) as DrainResult & { agentCpuMs: number };
+  const jobs = Math.max(1, result.done);
+  return { ...result, cpu: { node: node / jobs, pg: pg / jobs, agents: agentCpuMs / jobs } };
+}
+
+/** The line bench/mcp-driver.ts prints once its sessions are warm; it then waits for a line on stdin. */
+export const MCP_DRIVER_WARM = 'warm';
 
 export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;

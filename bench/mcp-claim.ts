@@ -11,10 +11,8 @@
  *
  *   npm run bench:claim -- [--todos 5000] [--workers 8]
  */
-import { execFile } from 'node:child_process';
 import os from 'node:os';
-import { fileURLToPath } from 'node:url';
-import { parseArgs, promisify } from 'node:util';
+import { parseArgs } from 'node:util';
 import { startApp } from '../src/app.ts';
 import { SESSION_CACHE_MS } from '../src/services/session-directory.ts';
 import { systemClock } from '../src/lib/clock.ts';
@@ -22,22 +20,12 @@ import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/lib/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
-import { storeDrain, withLanes, type DrainResult, pctOf, pgbenchInsertRate, seedPendingTodos, withBenchDatabase } from './lib.ts';
+import { runMcpDriver, storeDrain, withCpuPerJob, withLanes, type DrainResult, pctOf, pgbenchInsertRate, seedPendingTodos, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({ options: { todos: { type: 'string', default: '5000' }, workers: { type: 'string', default: '8' } } });
 const TODOS = Number(values.todos);
 const WORKERS = Number(values.workers);
 const UNLIMITED = { rate: 1e9, burst: 1e9 };
-const DRIVER = fileURLToPath(new URL('./mcp-driver.ts', import.meta.url));
-const TSX = fileURLToPath(new URL('../node_modules/tsx/dist/cli.mjs', import.meta.url));
-
-
-async function runDriver(mode: 'sdk' | 'raw', url: string, credential: string): Promise<DrainResult> {
-  const { stdout } = await promisify(execFile)(process.execPath, [TSX, DRIVER, mode, url, credential, String(WORKERS)], {
-    maxBuffer: 1 << 20,
-  });
-  return JSON.parse(stdout.trim().split('\n').pop()!) as DrainResult;
-}
 
 async function main(): Promise<void> {
   await withBenchDatabase(20, async ({ cluster, sql, pgVersion }) => {
@@ -51,12 +39,12 @@ async function main(): Promise<void> {
     };
 
     const direct = await endpoint('direct');
-    const storeRun = await withLanes(cluster.url, (lanes) => storeDrain(sql, lanes, direct.endpoint, WORKERS));
+    const storeRun = await withLanes(cluster.url, (lanes) => withCpuPerJob(() => storeDrain(sql, lanes, direct.endpoint, WORKERS)));
     const readsBefore = app.directory.reads;
     const sdk = await endpoint('sdk');
-    const sdkRun = await runDriver('sdk', `${app.baseUrl}/mcp/${sdk.endpoint.slug}`, sdk.credential);
+    const sdkRun = await runMcpDriver('sdk', `${app.baseUrl}/mcp/${sdk.endpoint.slug}`, sdk.credential, WORKERS);
     const raw = await endpoint('raw');
-    const rawRun = await runDriver('raw', `${app.baseUrl}/mcp/${raw.endpoint.slug}`, raw.credential);
+    const rawRun = await runMcpDriver('raw', `${app.baseUrl}/mcp/${raw.endpoint.slug}`, raw.credential, WORKERS);
     const directoryReads = app.directory.reads - readsBefore;
     await app.stop();
     const pg = await pgbenchInsertRate(cluster, WORKERS, 5);
@@ -70,6 +58,7 @@ async function main(): Promise<void> {
       'p99 ms': Number(r.p99.toFixed(2)),
       'vs store': `${((rate(r) / rate(storeRun)) * 100).toFixed(1)}%`,
       'vs pgbench': pctOf(rate(r), pg.tps, 1),
+      'CPU ms/todo': r.cpu ? `${r.cpu.node.toFixed(2)} + ${r.cpu.pg.toFixed(2)} PG${r.cpu.agents !== undefined ? ` + ${r.cpu.agents.toFixed(2)} agents` : ''}` : '',
     });
     console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}, ${WORKERS} workers, ${TODOS} todos per path`);
     console.table([row('store, in process (baseline)', storeRun), row('MCP, SDK Client', sdkRun), row('MCP, bare node:http', rawRun)]);

@@ -1,19 +1,24 @@
 /**
  * The agents' side of bench/mcp-claim.ts, run in its own process the way real agents are:
  * `workers` MCP sessions draining one endpoint with claim_next + complete. Prints one JSON
- * DrainResult on stdout.
+ * DrainResult on stdout, with the agents' own CPU per job.
  *
  * Before the clock starts each session makes MCP_WARMUP_CALLS `whoami` calls (not timed): the peers
  * this is set beside (pg-boss, graphile-worker, the store path) run in the bench's own process,
  * already compiled by the runs before them, while this process starts cold. A 1,000-job drain
  * lasts two seconds, long enough for the agents' own JIT warm-up to be a fifth of it.
  *
+ * Once warm it prints MCP_DRIVER_WARM and waits for a line on stdin before it starts the clock,
+ * so the bench (runMcpDriver in bench/lib.ts) counts the server's and PostgreSQL's CPU for the
+ * drain alone.
+ *
  *   tsx bench/mcp-driver.ts <sdk|raw> <mcp url> <credential> <workers>
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Agent, request } from 'node:http';
-import { MCP_WARMUP_CALLS, drain } from './lib.ts';
+import { once } from 'node:events';
+import { MCP_DRIVER_WARM, MCP_WARMUP_CALLS, drain } from './lib.ts';
 
 const [mode, url, credential, workersArg] = process.argv.slice(2);
 const workers = Number(workersArg);
@@ -78,6 +83,10 @@ await Promise.all(
     for (let i = 0; i < MCP_WARMUP_CALLS; i++) await call('whoami', {});
   }),
 );
+process.stdout.write(`${MCP_DRIVER_WARM}\n`);
+await once(process.stdin, 'data');
+process.stdin.pause();
+const cpu0 = process.cpuUsage();
 const result = await drain(workers, async (w) => {
   const call = calls[w]!;
   const next = (await call('claim_next', {})) as { empty: boolean; todo?: { id: string } };
@@ -85,5 +94,6 @@ const result = await drain(workers, async (w) => {
   await call('complete', { id: next.todo!.id, result: { ok: true } });
   return true;
 });
+const used = process.cpuUsage(cpu0);
 await close();
-process.stdout.write(`${JSON.stringify(result)}\n`);
+process.stdout.write(`${JSON.stringify({ ...result, agentCpuMs: (used.user + used.system) / 1000 })}\n`);

@@ -17,10 +17,8 @@
  *
  * --json: every figure and ratio as one JSON object on the last line of stdout.
  */
-import { execFile } from 'node:child_process';
 import os from 'node:os';
-import { fileURLToPath } from 'node:url';
-import { parseArgs, promisify } from 'node:util';
+import { parseArgs } from 'node:util';
 import { makeWorkerUtils, run } from 'graphile-worker';
 import PgBoss from 'pg-boss';
 import { startApp } from '../src/app.ts';
@@ -32,7 +30,7 @@ import { addHuman } from '../src/store/humans.ts';
 import { insertEventAndTodo } from '../src/store/todos/index.ts';
 import { connectAgent } from '../test/support/agents.ts';
 import { graphileDrain, quiet } from './graphile.ts';
-import { MCP_WARMUP_CALLS, drain, storeDrain, withLanes, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
+import { MCP_WARMUP_CALLS, drain, runMcpDriver, storeDrain, withCpuPerJob, withLanes, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -50,15 +48,6 @@ const PINGS = Number(values.pings);
 const SDK_JOBS = Number(values['sdk-jobs']);
 const PGBENCH_SECONDS = Number(values['pgbench-seconds']);
 const UNLIMITED = { rate: 1e9, burst: 1e9 };
-const DRIVER = fileURLToPath(new URL('./mcp-driver.ts', import.meta.url));
-const TSX = fileURLToPath(new URL('../node_modules/tsx/dist/cli.mjs', import.meta.url));
-
-
-
-async function mcpDrive(mode: 'sdk' | 'raw', url: string, credential: string): Promise<DrainResult> {
-  const { stdout } = await promisify(execFile)(process.execPath, [TSX, DRIVER, mode, url, credential, String(WORKERS)], { maxBuffer: 1 << 20 });
-  return JSON.parse(stdout.trim().split('\n').pop()!) as DrainResult;
-}
 
 /**
  * pg-boss's fetch sorts every queued job of the queue (its index is on name and start_after, the
@@ -73,12 +62,14 @@ async function pgBossDrain(url: string, queue: string, jobs: number): Promise<Dr
   for (let i = 0; i < jobs; i += 1000) {
     await boss.insert(Array.from({ length: Math.min(1000, jobs - i) }, (_, k) => ({ name: queue, data: { n: i + k } })));
   }
-  const result = await drain(WORKERS, async () => {
-    const [job] = await boss.fetch(queue, { batchSize: 1 });
-    if (!job) return false;
-    await boss.complete(queue, job.id);
-    return true;
-  });
+  const result = await withCpuPerJob(() =>
+    drain(WORKERS, async () => {
+      const [job] = await boss.fetch(queue, { batchSize: 1 });
+      if (!job) return false;
+      await boss.complete(queue, job.id);
+      return true;
+    }),
+  );
   await boss.stop({ graceful: false, wait: true });
   return result;
 }
@@ -148,10 +139,10 @@ async function main(): Promise<void> {
 
     // 1. Claim throughput: each path drains its own JOBS todos (or jobs), one path at a time.
     const direct = await endpoint('direct', JOBS);
-    const store = await withLanes(cluster.url, (lanes) => storeDrain(sql, lanes, direct.endpoint, WORKERS));
+    const store = await withLanes(cluster.url, (lanes) => withCpuPerJob(() => storeDrain(sql, lanes, direct.endpoint, WORKERS)));
     const mcp = async (mode: 'sdk' | 'raw', name: string, jobs: number) => {
       const ep = await endpoint(name, jobs);
-      return mcpDrive(mode, `${app.baseUrl}/mcp/${ep.endpoint.slug}`, ep.credential);
+      return runMcpDriver(mode, `${app.baseUrl}/mcp/${ep.endpoint.slug}`, ep.credential, WORKERS);
     };
     const raw = await mcp('raw', 'raw', JOBS);
     const boss = await pgBossDrain(cluster.url, 'bench', JOBS);
@@ -171,6 +162,11 @@ async function main(): Promise<void> {
 
     const rate = (r: DrainResult) => r.done / r.seconds;
     const ms = (x: number) => Number(x.toFixed(2));
+    // CPU per job summed over the processes a path runs in: this one (hosting the store, the
+    // server or the peer), PostgreSQL and, over MCP, the agents' process.
+    const totalCpu = (r: DrainResult) => (r.cpu ? r.cpu.node + r.cpu.pg + (r.cpu.agents ?? 0) : NaN);
+    const cpuFigure = (r: DrainResult) =>
+      r.cpu ? `${totalCpu(r).toFixed(2)} (${r.cpu.node.toFixed(2)} + ${r.cpu.pg.toFixed(2)} PG${r.cpu.agents !== undefined ? ` + ${r.cpu.agents.toFixed(2)} agents` : ''})` : '';
     const row = (path: string, r: DrainResult) => ({
       path,
       jobs: r.done,
@@ -180,9 +176,10 @@ async function main(): Promise<void> {
       'vs pg-boss': pctOf(rate(r), rate(boss)),
       'vs graphile-worker': pctOf(rate(r), rate(graphile)),
       'vs pgbench': pctOf(rate(r), pg.tps, 1),
+      'CPU ms/job': cpuFigure(r),
     });
     const mcpMet = rate(raw) >= rate(boss);
-    console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}, ${WORKERS} workers, ${JOBS} jobs per path; the MCP agents run in a process of their own, warmed up (${MCP_WARMUP_CALLS} whoami calls per session) before the clock starts`);
+    console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}, ${WORKERS} workers, ${JOBS} jobs per path; the MCP agents run in a process of their own, warmed up (${MCP_WARMUP_CALLS} whoami calls per session) before the clock starts. CPU ms/job: this process (the store, the server or the peer) + PostgreSQL (+ the agents' process), counted during the drain alone`);
     console.table([
       row('Switchboard store, in process', store),
       row('Switchboard MCP over HTTP (bare, SDK-free)', raw),
@@ -232,6 +229,14 @@ async function main(): Promise<void> {
       [`${prefix}_jobs`]: r.done,
       [`${prefix}_p50_ms`]: figure(r.p50),
       [`${prefix}_p99_ms`]: figure(r.p99),
+      ...(r.cpu
+        ? {
+            [`${prefix}_cpu_ms_per_job`]: figure(totalCpu(r)),
+            [`${prefix}_node_cpu_ms_per_job`]: figure(r.cpu.node),
+            [`${prefix}_postgres_cpu_ms_per_job`]: figure(r.cpu.pg),
+            ...(r.cpu.agents !== undefined ? { [`${prefix}_agents_cpu_ms_per_job`]: figure(r.cpu.agents) } : {}),
+          }
+        : {}),
     });
     const ratio = (a: DrainResult, b: DrainResult) => figure(rate(a) / rate(b), 4);
     json = () =>
@@ -246,6 +251,8 @@ async function main(): Promise<void> {
         ...drained('pgboss', boss),
         ...drained('graphile', graphile),
         store_ratio_to_graphile: ratio(store, graphile),
+        store_cpu_ratio_to_graphile: figure(totalCpu(store) / totalCpu(graphile), 4),
+        mcp_cpu_ratio_to_graphile: figure(totalCpu(raw) / totalCpu(graphile), 4),
         store_ratio_to_pgboss: ratio(store, boss),
         mcp_ratio_to_graphile: ratio(raw, graphile),
         mcp_ratio_to_pgboss: ratio(raw, boss),
