@@ -13,6 +13,7 @@ import {
   summarizeTodo,
   type Caller,
   type ClaimedTodo,
+  type HeldTodoRow,
   type TodoRow,
   type TodoStateFilter,
 } from '../store/todos/index.ts';
@@ -63,7 +64,7 @@ const selfTestView = (row: TodoRow) => ({
   note: 'This was a Switchboard self-test todo: your claim completed it. No other action is needed.',
 });
 
-function withFailureFields(t: TodoRow) {
+function withFailureFields(t: HeldTodoRow) {
   return {
     ...summarizeTodo(t),
     next_retry_at: rfc3339(t.next_retry_at) ?? null,

@@ -9,6 +9,7 @@ export {
   summarizeTodo,
   type Moved,
   type TodoDetail,
+  type HeldTodoRow,
   type TodoRow,
   type TodoState,
   type TodoStateFilter,

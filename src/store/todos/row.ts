@@ -58,6 +58,16 @@ type Unlisted = Exclude<keyof TodoRow, (typeof TODO_ROW_COLUMNS)[number]>;
 const everyFieldListed: Unlisted extends never ? true : Unlisted = true;
 void everyFieldListed;
 
+/**
+ * A todo as a transition of a held claim returns it: every column but the payload, which no
+ * answer to heartbeat, complete, fail or release shows and which, for a webhook's todo, is the
+ * delivery's body (tens of KiB that PostgreSQL would read and send, and the driver parse, twice a job).
+ */
+export type HeldTodoRow = Omit<TodoRow, 'payload'>;
+
+/** The columns of a HeldTodoRow, as `todos.<column>` (event_id as text, as TodoRow reads it). */
+export const HELD_TODO_COLUMNS = TODO_ROW_COLUMNS.filter((c) => c !== 'payload').map((c) => (c === 'event_id' ? 'todos.event_id::text as event_id' : `todos.${c}`)).join(', ');
+
 /** The compact wire form: everything a listing needs, never the payload. */
 export interface TodoSummary {
   id: string;
@@ -82,7 +92,7 @@ export interface TodoSummary {
   dead?: true;
 }
 
-export function summarizeTodo(t: TodoRow): TodoSummary {
+export function summarizeTodo(t: HeldTodoRow): TodoSummary {
   const out: TodoSummary = {
     id: t.id,
     queue: t.queue,
