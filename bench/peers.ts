@@ -278,7 +278,7 @@ async function main(): Promise<void> {
         target_mcp_to_graphile_met: mcpGraphileMet,
       });
 
-    const jobsFigure = (r: DrainResult) => `${Math.round(rate(r))} jobs/s, p99 ${r.p99.toFixed(1)} ms`;
+    const jobsFigure = (r: DrainResult) => `${Math.round(rate(r))} jobs/s, p99 ${r.p99.toFixed(1)} ms${r.cpu ? `, CPU ${totalCpu(r).toFixed(2)} ms/job` : ''}`;
     const vs = (r: DrainResult) => `${pctOf(rate(r), pg.tps, 1)} (${pctOf(rate(r), rate(boss))} of pg-boss, ${pctOf(rate(r), rate(graphile))} of graphile-worker)`;
     summarize('peers', pgVersion, [
       { figure: `claim, store in process (${JOBS} jobs, ${WORKERS} workers)`, value: jobsFigure(store), vsPgbench: vs(store) },

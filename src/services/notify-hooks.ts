@@ -16,7 +16,7 @@ import type { Metrics } from '../lib/metrics.ts';
 import { neutralizeText } from '../domain/neutralize.ts';
 import { effective } from '../domain/presence/index.ts';
 import { deleteHook, deliverableHook, getEndpointHook, getOwnHook, hookTargets, insertHook, listHooks, recordHookOutcome, rotateHook, type HookRow } from '../store/hooks.ts';
-import { pushEligibleBacklog, type TodoRow } from '../store/todos/index.ts';
+import { pushEligibleBacklog, type TodoMetaRow } from '../store/todos/index.ts';
 import { rfc3339 } from '../domain/time.ts';
 import { mintHookSecret } from '../lib/hook-signing.ts';
 import { checkHookTarget, type OutboundPolicy, pointsAtSelf, type SelfAddress } from '../lib/ssrf.ts';
@@ -216,7 +216,7 @@ export class NotifyHooks {
 
   /** A todo became ready (created, or back to pending): one `todo.ready` per matching hook. */
   /** Fire-and-forget forms for after-commit fan-outs: a failure is logged, never thrown at the caller. */
-  announceTodo(todo: TodoRow, reason: HookReason): void {
+  announceTodo(todo: TodoMetaRow, reason: HookReason): void {
     void this.todoReady(todo, reason).catch((err: unknown) => this.#cannotFire(err));
   }
 
@@ -228,7 +228,7 @@ export class NotifyHooks {
     this.log.error({ stage: 'notify hooks', err: (err as Error).message }, 'notify hooks could not fire');
   }
 
-  async todoReady(todo: TodoRow, reason: HookReason): Promise<void> {
+  async todoReady(todo: TodoMetaRow, reason: HookReason): Promise<void> {
     if (todo.synthetic || this.#withoutHooks.get(todo.endpoint_id)) return;
     const mark = this.#withoutHooks.mark();
     const targets = await hookTargets(this.sql, todo.endpoint_id);

@@ -13,7 +13,7 @@ import {
   summarizeTodo,
   type Caller,
   type ClaimedTodo,
-  type HeldTodoRow,
+  type TodoMetaRow,
   type TodoRow,
   type TodoStateFilter,
 } from '../store/todos/index.ts';
@@ -64,7 +64,7 @@ const selfTestView = (row: TodoRow) => ({
   note: 'This was a Switchboard self-test todo: your claim completed it. No other action is needed.',
 });
 
-function withFailureFields(t: HeldTodoRow) {
+function withFailureFields(t: TodoMetaRow) {
   return {
     ...summarizeTodo(t),
     next_retry_at: rfc3339(t.next_retry_at) ?? null,

@@ -26,6 +26,7 @@ import {
   type ListFilter,
   type NewTodo,
   type TodoDetail,
+  type TodoMetaRow,
   type TodoRow,
   type TodoState,
   type TodoStateFilter,
@@ -168,7 +169,7 @@ export class TodoService {
    * show), and the cursor of the next page (null at the end). Keyset paging: todos pushed while
    * paging never shift a page. A cursor this server did not write is invalid_argument `cursor`.
    */
-  async list(endpointId: string, filter: TodoListFilter): Promise<{ todos: TodoRow[]; nextCursor: string | null }> {
+  async list(endpointId: string, filter: TodoListFilter): Promise<{ todos: TodoMetaRow[]; nextCursor: string | null }> {
     const { cursor, ...rest } = filter;
     const after = cursor === undefined ? null : decodeCursor(cursor);
     const { rows, next } = await listTodos(this.#base.sql, endpointId, { ...rest, after });

@@ -8,7 +8,7 @@ import {
   releaseDueDelayedUnscoped,
   requeueDueRetriesUnscoped,
   type Moved,
-  type TodoRow,
+  type TodoMetaRow,
 } from '../../store/todos/index.ts';
 
 import type { MaintenanceLoop } from './loop.ts';
@@ -26,9 +26,9 @@ export async function reapOnce(deps: {
   clock: Clock;
   log: Logger;
   /** Runs with the push-eligible todos this pass put back to pending (the notify hooks' `requeued`). */
-  onRequeued?: (todos: TodoRow[]) => void;
+  onRequeued?: (todos: TodoMetaRow[]) => void;
   /** Runs with the push-eligible delayed todos this pass released (ready for the first time: the hooks' `created`). */
-  onDue?: (todos: TodoRow[]) => void;
+  onDue?: (todos: TodoMetaRow[]) => void;
 }): Promise<{ reaped: Moved[]; requeued: Moved[]; released: Moved[] }> {
   const now = deps.clock.now();
   const reaped = await reapExpiredLeasesUnscoped(deps.sql, now);

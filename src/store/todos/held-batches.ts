@@ -2,7 +2,7 @@ import type { Sql } from '../../db/connect.ts';
 import { Batches, pipelinedRuns, type Waiting } from '../../lib/batches.ts';
 import { Lanes } from '../../lib/lanes.ts';
 import type { Caller } from './reach.ts';
-import type { HeldTodoRow } from './row.ts';
+import type { TodoMetaRow } from './row.ts';
 import { heldRefusal, transitionHeldTodos, type HeldCall, type Transition } from './transitions.ts';
 
 /** The most calls one heartbeat, complete, fail or release statement takes for the calls that waited. */
@@ -25,7 +25,7 @@ interface HeldItem {
  * lone call gets.
  */
 export class HeldTransitions {
-  readonly #batches: Batches<HeldItem, HeldTodoRow, Sql>;
+  readonly #batches: Batches<HeldItem, TodoMetaRow, Sql>;
 
   constructor(
     private readonly sql: Sql,
@@ -35,28 +35,28 @@ export class HeldTransitions {
     this.#batches = new Batches((calls, lane) => this.#run(calls, lane), { ...pipelinedRuns(MAX_TRANSITIONS_PER_STATEMENT), distinct: ({ call }) => [call.id] }, lanes);
   }
 
-  heartbeat(caller: Caller, call: HeldCall & { lease: number }): Promise<HeldTodoRow> {
+  heartbeat(caller: Caller, call: HeldCall & { lease: number }): Promise<TodoMetaRow> {
     return this.#add(caller, 'heartbeat', call);
   }
 
-  complete(caller: Caller, call: HeldCall): Promise<HeldTodoRow> {
+  complete(caller: Caller, call: HeldCall): Promise<TodoMetaRow> {
     return this.#add(caller, 'complete', call);
   }
 
-  fail(caller: Caller, call: HeldCall): Promise<HeldTodoRow> {
+  fail(caller: Caller, call: HeldCall): Promise<TodoMetaRow> {
     return this.#add(caller, 'fail', call);
   }
 
-  release(caller: Caller, call: HeldCall): Promise<HeldTodoRow> {
+  release(caller: Caller, call: HeldCall): Promise<TodoMetaRow> {
     return this.#add(caller, 'release', call);
   }
 
-  #add(caller: Caller, what: Transition, call: HeldCall): Promise<HeldTodoRow> {
+  #add(caller: Caller, what: Transition, call: HeldCall): Promise<TodoMetaRow> {
     const kind = JSON.stringify([what, caller.endpointId, caller.owner, caller.queues]);
     return this.#batches.add(kind, { caller, what, call });
   }
 
-  async #run(calls: Waiting<HeldItem, HeldTodoRow>[], lane: Sql): Promise<void> {
+  async #run(calls: Waiting<HeldItem, TodoMetaRow>[], lane: Sql): Promise<void> {
     const { caller, what } = calls[0]!.item;
     const rows = await transitionHeldTodos(lane, caller, what, calls.map((c) => c.item.call));
     calls.forEach(({ item, resolve, reject }, i) => {

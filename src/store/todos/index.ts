@@ -9,7 +9,7 @@ export {
   summarizeTodo,
   type Moved,
   type TodoDetail,
-  type HeldTodoRow,
+  type TodoMetaRow,
   type TodoRow,
   type TodoState,
   type TodoStateFilter,

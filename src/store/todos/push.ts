@@ -1,14 +1,14 @@
 import type { Sql } from '../../db/connect.ts';
 import { pushEligible } from './predicates.ts';
-import type { TodoRow } from './row.ts';
+import { todoMetaColumns, type TodoMetaRow } from './row.ts';
 
 // Which todos ring: the reads and charges of the doorbell, all through the one sender gate.
 
 /** Of the given todos, those that pass the sender gate now (e.g. just re-queued by the reaper). */
-export async function pushEligibleTodosByIds(sql: Sql, ids: readonly string[]): Promise<TodoRow[]> {
+export async function pushEligibleTodosByIds(sql: Sql, ids: readonly string[]): Promise<TodoMetaRow[]> {
   if (ids.length === 0) return [];
-  return sql<TodoRow[]>`
-    select t.*, t.event_id::text as event_id from todos t
+  return sql<TodoMetaRow[]>`
+    select ${sql.unsafe(todoMetaColumns('t'))} from todos t
     where t.id = any(${sql.array([...ids])}::text[]) and ${pushEligible(sql)}`;
 }
 
@@ -24,12 +24,12 @@ export async function freshReadyTodos(
   queue: string,
   now: Date,
   opts: { freshSeconds?: number; limit?: number } = {},
-): Promise<TodoRow[]> {
+): Promise<TodoMetaRow[]> {
   // The latest to become ready, so that the one whose todo_ready this answers is among them however
   // many older ones still wait unclaimed (those rang when they became ready); rung oldest first.
-  return sql<TodoRow[]>`
+  return sql<TodoMetaRow[]>`
     select r.* from (
-      select t.*, t.event_id::text as event_id from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active'
+      select ${sql.unsafe(todoMetaColumns('t'))}, t.seq from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active'
       where t.endpoint_id = ${endpointId} and t.queue = ${queue} and ${pushEligible(sql)}
         and t.updated_at >= ${now}::timestamptz - make_interval(secs => ${opts.freshSeconds ?? 60})
       order by t.updated_at desc, t.seq desc
@@ -46,11 +46,11 @@ export async function freshReadyTodosOf(
   endpointIds: readonly string[],
   now: Date,
   opts: { freshSeconds?: number; limit?: number } = {},
-): Promise<TodoRow[]> {
+): Promise<TodoMetaRow[]> {
   if (endpointIds.length === 0) return [];
-  return sql<TodoRow[]>`
+  return sql<TodoMetaRow[]>`
     select r.* from (
-      select t.*, t.event_id::text as event_id,
+      select ${sql.unsafe(todoMetaColumns('t'))}, t.seq,
              row_number() over (partition by t.endpoint_id, t.queue order by t.updated_at desc, t.seq desc) as nth
       from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active'
       where t.endpoint_id = any(${sql.array([...endpointIds])}::uuid[]) and ${pushEligible(sql)}
@@ -115,7 +115,7 @@ export async function chargeDueRingsUnscoped(
   receivers: readonly string[],
   now: Date,
   limit = SWEEP_LIMIT,
-): Promise<TodoRow[]> {
+): Promise<TodoMetaRow[]> {
   if (receivers.length === 0) return [];
   const intervals = sql.array([...RING_INTERVALS_SECONDS]);
   const charged = await sql.begin(async (tx) => {
@@ -134,15 +134,15 @@ export async function chargeDueRingsUnscoped(
       )
       select id from due order by turn, last_ringed_at nulls first, created_at, seq limit ${limit}`;
     if (picked.length === 0) return [];
-    const rows: TodoRow[] = await tx<TodoRow[]>`
+    const rows: TodoMetaRow[] = await tx<TodoMetaRow[]>`
       with locked as materialized (
         select id from todos where id = any(${tx.array(picked.map((p) => p.id))}::text[]) and state = 'pending'
         for update skip locked
       )
       update todos t set ring_attempts = t.ring_attempts + 1, last_ringed_at = ${now}
       from locked where t.id = locked.id
-      returning t.*, t.event_id::text as event_id`;
+      returning ${tx.unsafe(todoMetaColumns('t'))}`;
     return rows;
   });
-  return charged as TodoRow[];
+  return charged as TodoMetaRow[];
 }

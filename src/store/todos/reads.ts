@@ -1,7 +1,7 @@
 import type { Sql, TxSql } from '../../db/connect.ts';
 import { RESERVED_QUEUE } from '../../domain/scope.ts';
 import type { QueueStat } from '../../lib/metrics.ts';
-import type { TodoRow, TodoStateFilter } from './row.ts';
+import { todoMetaColumns, type TodoMetaRow, type TodoRow, type TodoStateFilter } from './row.ts';
 
 import type { PageKey } from '../../domain/todo-cursor.ts';
 
@@ -27,9 +27,9 @@ const stateIs = (sql: Sql, state: TodoStateFilter) =>
  * `limit` rows and the key of the next page (null when this one reached the end). Keyset paging on
  * (created_at, seq), both fixed at insert, so todos pushed while paging never shift a page.
  */
-export async function listTodos(sql: Sql, endpointId: string, f: ListFilter): Promise<{ rows: TodoRow[]; next: PageKey | null }> {
-  const rows = await sql<(TodoRow & { page_us: string; page_seq: string })[]>`
-    select *, event_id::text as event_id,
+export async function listTodos(sql: Sql, endpointId: string, f: ListFilter): Promise<{ rows: TodoMetaRow[]; next: PageKey | null }> {
+  const rows = await sql<(TodoMetaRow & { page_us: string; page_seq: string })[]>`
+    select ${sql.unsafe(todoMetaColumns('todos'))},
       (extract(epoch from created_at) * 1000000)::bigint::text as page_us, seq::text as page_seq
     from todos
     where endpoint_id = ${endpointId}
@@ -44,7 +44,7 @@ export async function listTodos(sql: Sql, endpointId: string, f: ListFilter): Pr
   const page = rows.slice(0, f.limit);
   const last = page.at(-1);
   const next = rows.length > f.limit && last ? { createdUs: BigInt(last.page_us), seq: BigInt(last.page_seq) } : null;
-  return { rows: page.map(({ page_us: _us, page_seq: _seq, ...row }) => row as TodoRow), next };
+  return { rows: page.map(({ page_us: _us, page_seq: _seq, ...row }) => row), next };
 }
 
 /**

@@ -59,14 +59,18 @@ const everyFieldListed: Unlisted extends never ? true : Unlisted = true;
 void everyFieldListed;
 
 /**
- * A todo as a transition of a held claim returns it: every column but the payload, which no
- * answer to heartbeat, complete, fail or release shows and which, for a webhook's todo, is the
- * delivery's body (tens of KiB that PostgreSQL would read and send, and the driver parse, twice a job).
+ * A todo without its payload: what every read that does not hand the payload over takes (the
+ * answers to heartbeat, complete, fail and release, listings, the doorbell's picks). For a
+ * webhook's todo the payload is the delivery's body, tens of KiB that PostgreSQL would read from
+ * TOAST and send, and the driver parse, for nothing.
  */
-export type HeldTodoRow = Omit<TodoRow, 'payload'>;
+export type TodoMetaRow = Omit<TodoRow, 'payload'>;
 
-/** The columns of a HeldTodoRow, as `todos.<column>` (event_id as text, as TodoRow reads it). */
-export const HELD_TODO_COLUMNS = TODO_ROW_COLUMNS.filter((c) => c !== 'payload').map((c) => (c === 'event_id' ? 'todos.event_id::text as event_id' : `todos.${c}`)).join(', ');
+/** The columns of a TodoMetaRow on `alias` (event_id as text, as TodoRow reads it). */
+export const todoMetaColumns = (alias: string): string =>
+  TODO_ROW_COLUMNS.filter((c) => c !== 'payload')
+    .map((c) => (c === 'event_id' ? `${alias}.event_id::text as event_id` : `${alias}.${c}`))
+    .join(', ');
 
 /** The compact wire form: everything a listing needs, never the payload. */
 export interface TodoSummary {
@@ -92,7 +96,7 @@ export interface TodoSummary {
   dead?: true;
 }
 
-export function summarizeTodo(t: HeldTodoRow): TodoSummary {
+export function summarizeTodo(t: TodoMetaRow): TodoSummary {
   const out: TodoSummary = {
     id: t.id,
     queue: t.queue,

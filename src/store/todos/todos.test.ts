@@ -298,6 +298,22 @@ describe('heartbeat, complete, fail, release', () => {
     }
   });
 
+  it('heartbeat, complete, fail and release, and a listing, answer without the payload (none of them shows it)', async () => {
+    const c = await newEndpoint();
+    const t = await push(c, 'x');
+    await claimTodo(sql, c, t.todo.id, 60, clock.now());
+    const beat = await heartbeatTodo(sql, c, t.todo.id, 60, clock.now());
+    expect(beat).not.toHaveProperty('payload');
+    expect(beat).toMatchObject({ id: t.todo.id, state: 'claimed', payload_size: t.todo.payload_size });
+    const released = await releaseTodo(sql, c, t.todo.id, clock.now());
+    expect(released).not.toHaveProperty('payload');
+    await claimTodo(sql, c, t.todo.id, 60, clock.now());
+    expect(await failTodo(sql, c, t.todo.id, null, clock.now())).not.toHaveProperty('payload');
+    const { rows } = await listTodos(sql, c.endpointId, { limit: 10, after: null });
+    expect(rows.map((r) => r.id)).toEqual([t.todo.id]);
+    expect(rows[0]).not.toHaveProperty('payload');
+  });
+
   it('complete finishes the todo with its result; a second complete is a conflict', async () => {
     const c = await newEndpoint();
     const t = await push(c, 'x');

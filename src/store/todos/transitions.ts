@@ -3,7 +3,7 @@ import type { Sql, TxSql } from '../../db/connect.ts';
 import type { SwitchboardError } from '../../domain/errors.ts';
 import { retryBackoffSeconds } from '../../domain/lifecycle.ts';
 import { refusal, withinReach, type Caller } from './reach.ts';
-import { HELD_TODO_COLUMNS, type HeldTodoRow } from './row.ts';
+import { todoMetaColumns, type TodoMetaRow } from './row.ts';
 
 export type Transition = 'heartbeat' | 'complete' | 'fail' | 'release';
 
@@ -81,7 +81,7 @@ const heldStatement = compiledPer<{ what: Transition; rows: number }, HeldArgs>(
       ) r
       where ${withinReach(sql, caller, rowTodo)} and state = 'claimed' and owner = ${caller.owner}::text
         and lease_token_hash is not distinct from r.lease_hash
-      returning ${sql.unsafe(HELD_TODO_COLUMNS)}, r.n`;
+      returning ${sql.unsafe(todoMetaColumns('todos'))}, r.n`;
   },
 );
 
@@ -90,7 +90,7 @@ const heldStatement = compiledPer<{ what: Transition; rows: number }, HeldArgs>(
  * after it, or undefined when the caller did not hold it (heldRefusal says why). No two calls may
  * name the same todo.
  */
-export async function transitionHeldTodos(sql: Sql, caller: Caller, what: Transition, calls: readonly HeldCall[]): Promise<(HeldTodoRow | undefined)[]> {
+export async function transitionHeldTodos(sql: Sql, caller: Caller, what: Transition, calls: readonly HeldCall[]): Promise<(TodoMetaRow | undefined)[]> {
   const rows: HeldRow[] = calls.map((c, i) => ({
     n: i + 1,
     todo_id: c.id,
@@ -100,13 +100,13 @@ export async function transitionHeldTodos(sql: Sql, caller: Caller, what: Transi
     // No result, or JSON null, stores SQL NULL.
     outcome: c.result === undefined ? null : c.result,
   }));
-  const answers = await heldStatement(sql, { what, rows: rows.length }).run<HeldTodoRow & { n: number }>(sql, {
+  const answers = await heldStatement(sql, { what, rows: rows.length }).run<TodoMetaRow & { n: number }>(sql, {
     endpoint: caller.endpointId,
     queues: [...caller.queues],
     owner: caller.owner,
     rows: JSON.stringify(rows),
   });
-  const byCall: (HeldTodoRow | undefined)[] = new Array(calls.length);
+  const byCall: (TodoMetaRow | undefined)[] = new Array(calls.length);
   for (const { n, ...row } of answers) byCall[n - 1] = row;
   return byCall;
 }
@@ -126,7 +126,7 @@ export function heldRefusal(sql: Sql, caller: Caller, id: string, what: Transiti
  * Shared shape of heartbeat/complete/fail/release: the caller must hold the live claim, and a
  * fenced claim also needs its lease token (an unfenced one must be given none).
  */
-async function transitionHeld(sql: Sql, caller: Caller, what: Transition, call: HeldCall): Promise<HeldTodoRow> {
+async function transitionHeld(sql: Sql, caller: Caller, what: Transition, call: HeldCall): Promise<TodoMetaRow> {
   const [row] = await transitionHeldTodos(sql, caller, what, [call]);
   if (row) return row;
   throw await heldRefusal(sql, caller, call.id, what);
@@ -142,7 +142,7 @@ export function heartbeatTodo(
   leaseSecs: number,
   now: Date,
   leaseTokenHash: string | null = null,
-): Promise<HeldTodoRow> {
+): Promise<TodoMetaRow> {
   return transitionHeld(sql, caller, 'heartbeat', { id, now, leaseTokenHash, lease: leaseSecs });
 }
 
@@ -153,7 +153,7 @@ export function completeTodo(
   result: unknown,
   now: Date,
   leaseTokenHash: string | null = null,
-): Promise<HeldTodoRow> {
+): Promise<TodoMetaRow> {
   return transitionHeld(sql, caller, 'complete', { id, now, leaseTokenHash, result });
 }
 
@@ -165,11 +165,11 @@ export function failTodo(
   result: unknown,
   now: Date,
   leaseTokenHash: string | null = null,
-): Promise<HeldTodoRow> {
+): Promise<TodoMetaRow> {
   return transitionHeld(sql, caller, 'fail', { id, now, leaseTokenHash, result });
 }
 
 /** Hands the todo back to the queue; the claim's attempt stays spent. */
-export function releaseTodo(sql: Sql, caller: Caller, id: string, now: Date, leaseTokenHash: string | null = null): Promise<HeldTodoRow> {
+export function releaseTodo(sql: Sql, caller: Caller, id: string, now: Date, leaseTokenHash: string | null = null): Promise<TodoMetaRow> {
   return transitionHeld(sql, caller, 'release', { id, now, leaseTokenHash });
 }
