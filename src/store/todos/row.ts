@@ -66,11 +66,19 @@ void everyFieldListed;
  */
 export type TodoMetaRow = Omit<TodoRow, 'payload'>;
 
+const metaColumnLists = new Map<string, string>();
+
 /** The columns of a TodoMetaRow on `alias` (event_id as text, as TodoRow reads it). */
-export const todoMetaColumns = (alias: string): string =>
-  TODO_ROW_COLUMNS.filter((c) => c !== 'payload')
-    .map((c) => (c === 'event_id' ? `${alias}.event_id::text as event_id` : `${alias}.${c}`))
-    .join(', ');
+export function todoMetaColumns(alias: string): string {
+  let list = metaColumnLists.get(alias);
+  if (list === undefined) {
+    list = TODO_ROW_COLUMNS.filter((c) => c !== 'payload')
+      .map((c) => (c === 'event_id' ? `${alias}.event_id::text as event_id` : `${alias}.${c}`))
+      .join(', ');
+    metaColumnLists.set(alias, list);
+  }
+  return list;
+}
 
 /** The compact wire form: everything a listing needs, never the payload. */
 export interface TodoSummary {
