@@ -15,7 +15,7 @@ import { systemClock } from '../src/lib/clock.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { graphileDrain } from './graphile.ts';
-import { openLanes, storeDrain, withCpuPerJob, type DrainResult, figure, printJsonLast, seedPendingTodos, withBenchDatabase } from './lib.ts';
+import { cpuTotal, openLanes, storeDrain, withCpuPerJob, type DrainResult, figure, printJsonLast, seedPendingTodos, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -57,11 +57,10 @@ await withBenchDatabase(WORKERS + 4, async ({ cluster, sql, pgVersion }) => {
   const g = median(graphile.map(rate));
   const ratios = store.map((x, i) => rate(x) / rate(graphile[i]!));
   console.log(`\n${JOBS} jobs x ${WORKERS} workers, ${ROUNDS} rounds, ${os.cpus().length} cores, PostgreSQL ${pgVersion}`);
-  const cpuOf = (r: DrainResult) => r.cpu!.node + r.cpu!.pg;
-  const cpuRatios = store.map((x, i) => cpuOf(x) / cpuOf(graphile[i]!));
+  const cpuRatios = store.map((x, i) => cpuTotal(x) / cpuTotal(graphile[i]!));
   console.log(`median: store ${Math.round(s)} jobs/s, graphile-worker ${Math.round(g)} jobs/s; median ratio ${median(ratios).toFixed(2)}x (target >= 1.0x)`);
   console.log(
-    `CPU per job (this process + PostgreSQL), median: store ${median(store.map(cpuOf)).toFixed(2)} ms, graphile-worker ${median(graphile.map(cpuOf)).toFixed(2)} ms; ` +
+    `CPU per job (this process + PostgreSQL), median: store ${median(store.map(cpuTotal)).toFixed(2)} ms, graphile-worker ${median(graphile.map(cpuTotal)).toFixed(2)} ms; ` +
       `median of the rounds' store/graphile-worker ratios ${median(cpuRatios).toFixed(2)} (below 1: the store costs less per job)`,
   );
   if (values.json) {
@@ -72,8 +71,8 @@ await withBenchDatabase(WORKERS + 4, async ({ cluster, sql, pgVersion }) => {
       store_jobs_per_second: figure(s, 0),
       graphile_jobs_per_second: figure(g, 0),
       store_ratio_to_graphile: figure(median(ratios)),
-      store_cpu_ms_per_job: figure(median(store.map(cpuOf))),
-      graphile_cpu_ms_per_job: figure(median(graphile.map(cpuOf))),
+      store_cpu_ms_per_job: figure(median(store.map(cpuTotal))),
+      graphile_cpu_ms_per_job: figure(median(graphile.map(cpuTotal))),
       store_cpu_ratio_to_graphile: figure(median(cpuRatios)),
       rounds_detail: store.map((x, i) => ({
         store: figure(rate(x), 0),

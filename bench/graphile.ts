@@ -1,6 +1,6 @@
 import { Logger, makeWorkerUtils, run } from 'graphile-worker';
 import { connect } from '../src/db/connect.ts';
-import { ownCpuMs, percentile, postgresCpuMs, type DrainResult } from './lib.ts';
+import { cpuCounter, percentile, type DrainResult } from './lib.ts';
 
 /** graphile-worker logs every job at info; the benches print their own tables. */
 export const quiet = new Logger(() => () => {});
@@ -22,7 +22,7 @@ export async function graphileDrain(url: string, jobs: number, workers: number):
   let finished!: () => void;
   const all = new Promise<void>((r) => (finished = r));
   let last = performance.now();
-  const cpu0 = { node: ownCpuMs(), pg: postgresCpuMs() };
+  const spent = cpuCounter();
   const runner = await run({
     connectionString: url,
     concurrency: workers,
@@ -41,7 +41,7 @@ export async function graphileDrain(url: string, jobs: number, workers: number):
   await all;
   const seconds = (performance.now() - started) / 1000;
   // Read before the runner stops: its backends' CPU leaves /proc with them.
-  const cpu = { node: (ownCpuMs() - cpu0.node) / done, pg: (postgresCpuMs() - cpu0.pg) / done };
+  const cpu = spent(done);
   await runner.stop();
   await utils.release();
   latencies.sort((a, b) => a - b);

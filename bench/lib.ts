@@ -62,14 +62,26 @@ export interface CpuPerJob {
 }
 
 /**
- * Runs a drain and adds its CPU per job. Read while the drain's connections are still open:
- * a PostgreSQL backend's CPU leaves /proc with it.
+ * Starts counting this process's and PostgreSQL's CPU; the function it returns gives what was
+ * spent since, per job. Call it while the drain's connections are still open: a PostgreSQL
+ * backend's CPU leaves /proc with it.
  */
-export async function withCpuPerJob(run: () => Promise<DrainResult>): Promise<DrainResult> {
+export function cpuCounter(): (jobs: number) => CpuPerJob {
   const before = { node: ownCpuMs(), pg: postgresCpuMs() };
+  return (jobs) => {
+    const n = Math.max(1, jobs);
+    return { node: (ownCpuMs() - before.node) / n, pg: (postgresCpuMs() - before.pg) / n };
+  };
+}
+
+/** A drain's CPU per job summed over its processes (NaN where it was not measured). */
+export const cpuTotal = (r: DrainResult): number => (r.cpu ? r.cpu.node + r.cpu.pg + (r.cpu.agents ?? 0) : NaN);
+
+/** Runs a drain and adds its CPU per job (cpuCounter). */
+export async function withCpuPerJob(run: () => Promise<DrainResult>): Promise<DrainResult> {
+  const spent = cpuCounter();
   const result = await run();
-  const jobs = Math.max(1, result.done);
-  return { ...result, cpu: { node: (ownCpuMs() - before.node) / jobs, pg: (postgresCpuMs() - before.pg) / jobs } };
+  return { ...result, cpu: spent(result.done) };
 }
 
 const MCP_DRIVER = fileURLToPath(new URL('./mcp-driver.ts', import.meta.url));
@@ -90,15 +102,12 @@ export async function runMcpDriver(mode: 'sdk' | 'raw', url: string, credential:
     if (child.exitCode !== null) throw new Error(`mcp-driver exited with ${child.exitCode} before its drain`);
     await new Promise((r) => setTimeout(r, 5));
   }
-  const before = { node: ownCpuMs(), pg: postgresCpuMs() };
+  const spent = cpuCounter();
   child.stdin.end('go\n');
   const code = await exited;
-  const node = ownCpuMs() - before.node;
-  const pg = postgresCpuMs() - before.pg;
   if (code !== 0) throw new Error(`mcp-driver exited with ${code}`);
   const { agentCpuMs, ...result } = JSON.parse(out.trim().split('\n').pop()!) as DrainResult & { agentCpuMs: number };
-  const jobs = Math.max(1, result.done);
-  return { ...result, cpu: { node: node / jobs, pg: pg / jobs, agents: agentCpuMs / jobs } };
+  return { ...result, cpu: { ...spent(result.done), agents: agentCpuMs / Math.max(1, result.done) } };
 }
 
 /** The line bench/mcp-driver.ts prints once its sessions are warm; it then waits for a line on stdin. */

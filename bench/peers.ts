@@ -30,7 +30,7 @@ import { addHuman } from '../src/store/humans.ts';
 import { insertEventAndTodo } from '../src/store/todos/index.ts';
 import { connectAgent } from '../test/support/agents.ts';
 import { graphileDrain, quiet } from './graphile.ts';
-import { MCP_WARMUP_CALLS, drain, runMcpDriver, storeDrain, withCpuPerJob, withLanes, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
+import { MCP_WARMUP_CALLS, cpuTotal, drain, runMcpDriver, storeDrain, withCpuPerJob, withLanes, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -162,11 +162,8 @@ async function main(): Promise<void> {
 
     const rate = (r: DrainResult) => r.done / r.seconds;
     const ms = (x: number) => Number(x.toFixed(2));
-    // CPU per job summed over the processes a path runs in: this one (hosting the store, the
-    // server or the peer), PostgreSQL and, over MCP, the agents' process.
-    const totalCpu = (r: DrainResult) => (r.cpu ? r.cpu.node + r.cpu.pg + (r.cpu.agents ?? 0) : NaN);
     const cpuFigure = (r: DrainResult) =>
-      r.cpu ? `${totalCpu(r).toFixed(2)} (${r.cpu.node.toFixed(2)} + ${r.cpu.pg.toFixed(2)} PG${r.cpu.agents !== undefined ? ` + ${r.cpu.agents.toFixed(2)} agents` : ''})` : '';
+      r.cpu ? `${cpuTotal(r).toFixed(2)} (${r.cpu.node.toFixed(2)} + ${r.cpu.pg.toFixed(2)} PG${r.cpu.agents !== undefined ? ` + ${r.cpu.agents.toFixed(2)} agents` : ''})` : '';
     const row = (path: string, r: DrainResult) => ({
       path,
       jobs: r.done,
@@ -231,7 +228,7 @@ async function main(): Promise<void> {
       [`${prefix}_p99_ms`]: figure(r.p99),
       ...(r.cpu
         ? {
-            [`${prefix}_cpu_ms_per_job`]: figure(totalCpu(r)),
+            [`${prefix}_cpu_ms_per_job`]: figure(cpuTotal(r)),
             [`${prefix}_node_cpu_ms_per_job`]: figure(r.cpu.node),
             [`${prefix}_postgres_cpu_ms_per_job`]: figure(r.cpu.pg),
             ...(r.cpu.agents !== undefined ? { [`${prefix}_agents_cpu_ms_per_job`]: figure(r.cpu.agents) } : {}),
@@ -251,8 +248,8 @@ async function main(): Promise<void> {
         ...drained('pgboss', boss),
         ...drained('graphile', graphile),
         store_ratio_to_graphile: ratio(store, graphile),
-        store_cpu_ratio_to_graphile: figure(totalCpu(store) / totalCpu(graphile), 4),
-        mcp_cpu_ratio_to_graphile: figure(totalCpu(raw) / totalCpu(graphile), 4),
+        store_cpu_ratio_to_graphile: figure(cpuTotal(store) / cpuTotal(graphile), 4),
+        mcp_cpu_ratio_to_graphile: figure(cpuTotal(raw) / cpuTotal(graphile), 4),
         store_ratio_to_pgboss: ratio(store, boss),
         mcp_ratio_to_graphile: ratio(raw, graphile),
         mcp_ratio_to_pgboss: ratio(raw, boss),
@@ -278,7 +275,7 @@ async function main(): Promise<void> {
         target_mcp_to_graphile_met: mcpGraphileMet,
       });
 
-    const jobsFigure = (r: DrainResult) => `${Math.round(rate(r))} jobs/s, p99 ${r.p99.toFixed(1)} ms${r.cpu ? `, CPU ${totalCpu(r).toFixed(2)} ms/job` : ''}`;
+    const jobsFigure = (r: DrainResult) => `${Math.round(rate(r))} jobs/s, p99 ${r.p99.toFixed(1)} ms${r.cpu ? `, CPU ${cpuTotal(r).toFixed(2)} ms/job` : ''}`;
     const vs = (r: DrainResult) => `${pctOf(rate(r), pg.tps, 1)} (${pctOf(rate(r), rate(boss))} of pg-boss, ${pctOf(rate(r), rate(graphile))} of graphile-worker)`;
     summarize('peers', pgVersion, [
       { figure: `claim, store in process (${JOBS} jobs, ${WORKERS} workers)`, value: jobsFigure(store), vsPgbench: vs(store) },
