@@ -4,7 +4,8 @@
  * same number of graphile-worker jobs, `--workers` at a time; rounds alternate so that a noisy
  * neighbour hits both. Prints each round, the medians and the ratio (issue 20's store target is
  * at least 1.0x graphile-worker at 20,000 jobs and 8 workers; `npm run bench:peers` is the full run).
- * Beside each round: its CPU per job in this process and in PostgreSQL (from /proc).
+ * Beside each round: its CPU per job in this process and in PostgreSQL (from /proc). Each drain
+ * first takes WARMUP_JOBS untimed (bench/lib.ts).
  *
  *   npm run bench:claim-store -- [--jobs 5000] [--workers 8] [--rounds 3] [--json]
  */
@@ -15,7 +16,7 @@ import { systemClock } from '../src/lib/clock.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { graphileDrain } from './graphile.ts';
-import { cpuTotal, openLanes, storeDrain, withCpuPerJob, type DrainResult, figure, printJsonLast, seedPendingTodos, withBenchDatabase } from './lib.ts';
+import { WARMUP_JOBS, cpuTotal, openLanes, storeDrain, type DrainResult, figure, printJsonLast, seedPendingTodos, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -38,13 +39,12 @@ await withBenchDatabase(WORKERS + 4, async ({ cluster, sql, pgVersion }) => {
   const graphile: DrainResult[] = [];
   for (let round = 1; round <= ROUNDS; round++) {
     const v = await vendEndpoint(sql, human.id, { name: `store-${round}`, queues: ['work'] }, systemClock.now());
-    await seedPendingTodos(sql, v.endpoint.id, JOBS);
-    await sql`analyze todos`;
+    await seedPendingTodos(sql, v.endpoint.id, JOBS + WARMUP_JOBS);
     // The workers' own pool, connected before the clock starts.
     const pool = connect(cluster.url, { max: WORKERS });
     await Promise.all(Array.from({ length: WORKERS }, () => pool`select 1`));
     const lanes = await openLanes(cluster.url);
-    const s = await withCpuPerJob(() => storeDrain(pool, lanes.lanes, v.endpoint, WORKERS));
+    const s = await storeDrain(pool, lanes.lanes, v.endpoint, WORKERS);
     await Promise.all([pool.end(), lanes.end()]);
     const g = await graphileDrain(cluster.url, JOBS, WORKERS);
     store.push(s);

@@ -3,10 +3,10 @@
  * `workers` MCP sessions draining one endpoint with claim_next + complete. Prints one JSON
  * DrainResult on stdout, with the agents' own CPU per job.
  *
- * Before the clock starts each session makes MCP_WARMUP_CALLS `whoami` calls (not timed): the peers
- * this is set beside (pg-boss, graphile-worker, the store path) run in the bench's own process,
- * already compiled by the runs before them, while this process starts cold. A 1,000-job drain
- * lasts two seconds, long enough for the agents' own JIT warm-up to be a fifth of it.
+ * Before the clock starts the sessions drain WARMUP_JOBS todos (not timed), as every drain it is
+ * set beside does (bench/lib.ts): this process starts cold, and a 1,000-job drain lasts two
+ * seconds, long enough for the agents' own JIT warm-up to be a fifth of it. Seed the endpoint
+ * with that many todos more than the timed drain takes.
  *
  * Once warm it prints MCP_DRIVER_WARM and waits for a line on stdin before it starts the clock,
  * so the bench (runMcpDriver in bench/lib.ts) counts the server's and PostgreSQL's CPU for the
@@ -18,7 +18,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Agent, request } from 'node:http';
 import { once } from 'node:events';
-import { MCP_DRIVER_WARM, MCP_WARMUP_CALLS, drain } from './lib.ts';
+import { MCP_DRIVER_WARM, WARMUP_JOBS, drain } from './lib.ts';
 
 const [mode, url, credential, workersArg] = process.argv.slice(2);
 const workers = Number(workersArg);
@@ -78,22 +78,19 @@ async function rawCallers(): Promise<{ calls: Call[]; close(): Promise<void> }> 
 }
 
 const { calls, close } = mode === 'sdk' ? await sdkCallers() : await rawCallers();
-await Promise.all(
-  calls.map(async (call) => {
-    for (let i = 0; i < MCP_WARMUP_CALLS; i++) await call('whoami', {});
-  }),
-);
-process.stdout.write(`${MCP_DRIVER_WARM}\n`);
-await once(process.stdin, 'data');
-process.stdin.pause();
-const cpu0 = process.cpuUsage();
-const result = await drain(workers, async (w) => {
+const claimAndComplete = async (w: number) => {
   const call = calls[w]!;
   const next = (await call('claim_next', {})) as { empty: boolean; todo?: { id: string } };
   if (next.empty) return false;
   await call('complete', { id: next.todo!.id, result: { ok: true } });
   return true;
-});
+};
+await drain(workers, claimAndComplete, WARMUP_JOBS);
+process.stdout.write(`${MCP_DRIVER_WARM}\n`);
+await once(process.stdin, 'data');
+process.stdin.pause();
+const cpu0 = process.cpuUsage();
+const result = await drain(workers, claimAndComplete);
 const used = process.cpuUsage(cpu0);
 await close();
 process.stdout.write(`${JSON.stringify({ ...result, agentCpuMs: (used.user + used.system) / 1000 })}\n`);

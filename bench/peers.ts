@@ -2,8 +2,8 @@
  * Switchboard beside its peers, on one throwaway PostgreSQL in one run (issue 10):
  *  1. claim throughput: the same number of jobs drained by `workers` concurrent workers from
  *     (a) Switchboard's store in process, (b) Switchboard over MCP HTTP (bare keep-alive HTTP
- *     from a separate process, SDK-free, warmed up before the clock as the in-process peers
- *     are: bench/mcp-driver.ts), (c) pg-boss (fetch + complete), (d) graphile-worker;
+ *     from a separate process, SDK-free: bench/mcp-driver.ts), (c) pg-boss (fetch + complete),
+ *     (d) graphile-worker; each first drains WARMUP_JOBS untimed from the same queue;
  *     beside it, a side run on a shallow queue (`--sdk-jobs` each) of the MCP SDK `Client`, bare
  *     HTTP and pg-boss: the SDK client's own per-call cost is not the server's, and pg-boss's
  *     fetch slows with the queue's depth;
@@ -29,8 +29,9 @@ import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { insertEventAndTodo } from '../src/store/todos/index.ts';
 import { connectAgent } from '../test/support/agents.ts';
+import type { Sql } from '../src/db/connect.ts';
 import { graphileDrain, quiet } from './graphile.ts';
-import { MCP_WARMUP_CALLS, cpuTotal, drain, runMcpDriver, storeDrain, withCpuPerJob, withLanes, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
+import { WARMUP_JOBS, cpuTotal, freshStatistics, runMcpDriver, storeDrain, warmedDrain, withLanes, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -54,22 +55,22 @@ const UNLIMITED = { rate: 1e9, burst: 1e9 };
  * order is priority, created_on, id), so its rate depends on the queue's depth: `queue` names a
  * fresh queue per run.
  */
-async function pgBossDrain(url: string, queue: string, jobs: number): Promise<DrainResult> {
+async function pgBossDrain(sql: Sql, url: string, queue: string, jobs: number): Promise<DrainResult> {
   const boss = new PgBoss({ connectionString: url, max: WORKERS + 2, supervise: false, schedule: false, migrate: true });
   boss.on('error', (e) => console.error('pg-boss:', e.message));
   await boss.start();
   await boss.createQueue(queue);
-  for (let i = 0; i < jobs; i += 1000) {
-    await boss.insert(Array.from({ length: Math.min(1000, jobs - i) }, (_, k) => ({ name: queue, data: { n: i + k } })));
+  const seeded = jobs + WARMUP_JOBS;
+  for (let i = 0; i < seeded; i += 1000) {
+    await boss.insert(Array.from({ length: Math.min(1000, seeded - i) }, (_, k) => ({ name: queue, data: { n: i + k } })));
   }
-  const result = await withCpuPerJob(() =>
-    drain(WORKERS, async () => {
-      const [job] = await boss.fetch(queue, { batchSize: 1 });
-      if (!job) return false;
-      await boss.complete(queue, job.id);
-      return true;
-    }),
-  );
+  await freshStatistics(sql);
+  const result = await warmedDrain(WORKERS, async () => {
+    const [job] = await boss.fetch(queue, { batchSize: 1 });
+    if (!job) return false;
+    await boss.complete(queue, job.id);
+    return true;
+  });
   await boss.stop({ graceful: false, wait: true });
   return result;
 }
@@ -113,7 +114,8 @@ async function main(): Promise<void> {
     const human = await addHuman(sql, { handle: 'bench' });
     const endpoint = async (name: string, jobs: number) => {
       const v = await vendEndpoint(sql, human.id, { name, queues: ['work'] }, systemClock.now());
-      if (jobs > 0) await seedPendingTodos(sql, v.endpoint.id, jobs);
+      // Every drain takes WARMUP_JOBS untimed first.
+      if (jobs > 0) await seedPendingTodos(sql, v.endpoint.id, jobs + WARMUP_JOBS);
       return v;
     };
 
@@ -139,19 +141,19 @@ async function main(): Promise<void> {
 
     // 1. Claim throughput: each path drains its own JOBS todos (or jobs), one path at a time.
     const direct = await endpoint('direct', JOBS);
-    const store = await withLanes(cluster.url, (lanes) => withCpuPerJob(() => storeDrain(sql, lanes, direct.endpoint, WORKERS)));
+    const store = await withLanes(cluster.url, (lanes) => storeDrain(sql, lanes, direct.endpoint, WORKERS));
     const mcp = async (mode: 'sdk' | 'raw', name: string, jobs: number) => {
       const ep = await endpoint(name, jobs);
       return runMcpDriver(mode, `${app.baseUrl}/mcp/${ep.endpoint.slug}`, ep.credential, WORKERS);
     };
     const raw = await mcp('raw', 'raw', JOBS);
-    const boss = await pgBossDrain(cluster.url, 'bench', JOBS);
+    const boss = await pgBossDrain(sql, cluster.url, 'bench', JOBS);
     const graphile = await graphileDrain(cluster.url, JOBS, WORKERS);
     // The SDK client beside bare HTTP and pg-boss on a shallow queue: the SDK's own per-call cost
     // is the difference between the first two, and pg-boss's fetch is cheap on a short queue.
     const sdkSide = await mcp('sdk', 'sdk-side', SDK_JOBS);
     const rawSide = await mcp('raw', 'raw-side', SDK_JOBS);
-    const bossSide = await pgBossDrain(cluster.url, 'bench-side', SDK_JOBS);
+    const bossSide = await pgBossDrain(sql, cluster.url, 'bench-side', SDK_JOBS);
 
     const graphileWake = await graphileAddToStart(cluster.url);
     await app.stop();
@@ -176,7 +178,7 @@ async function main(): Promise<void> {
       'CPU ms/job': cpuFigure(r),
     });
     const mcpMet = rate(raw) >= rate(boss);
-    console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}, ${WORKERS} workers, ${JOBS} jobs per path; the MCP agents run in a process of their own, warmed up (${MCP_WARMUP_CALLS} whoami calls per session) before the clock starts. CPU ms/job: this process (the store, the server or the peer) + PostgreSQL (+ the agents' process), counted during the drain alone`);
+    console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}, ${WORKERS} workers, ${JOBS} jobs per path; every path first drains ${WARMUP_JOBS} jobs untimed from the same queue (the MCP agents run in a process of their own). CPU ms/job: this process (the store, the server or the peer) + PostgreSQL (+ the agents' process), counted during the drain alone`);
     console.table([
       row('Switchboard store, in process', store),
       row('Switchboard MCP over HTTP (bare, SDK-free)', raw),
@@ -242,7 +244,7 @@ async function main(): Promise<void> {
         workers: WORKERS,
         sdk_jobs: SDK_JOBS,
         pings: PINGS,
-        mcp_warmup_calls: MCP_WARMUP_CALLS,
+        warmup_jobs: WARMUP_JOBS,
         ...drained('store', store),
         ...drained('mcp', raw),
         ...drained('pgboss', boss),
