@@ -36,8 +36,9 @@ beforeAll(async () => {
 afterAll(async () => db?.drop());
 
 let probes = 0;
-/** The scans of a statement's plan: each index it uses, and `seq:<table>` for each sequential scan. */
-async function scansOf(statement: string, params: unknown[], generic: boolean): Promise<string[]> {
+type PlanNode = Record<string, unknown>;
+/** Every node of a statement's plan, parents before their children. */
+async function planNodes(statement: string, params: unknown[], generic: boolean): Promise<PlanNode[]> {
   return db.sql.begin(async (tx) => {
     await tx.unsafe(`set local plan_cache_mode = ${generic ? 'force_generic_plan' : 'force_custom_plan'}`);
     const name = `probe_${++probes}`;
@@ -54,15 +55,22 @@ async function scansOf(statement: string, params: unknown[], generic: boolean): 
       .join(', ');
     const [row] = await tx.unsafe(`explain (format json) execute ${name}(${literal})`);
     await tx.unsafe(`deallocate ${name}`);
-    const found: string[] = [];
-    const walk = (node: Record<string, unknown>) => {
-      if (typeof node['Index Name'] === 'string') found.push(node['Index Name'] as string);
-      if (node['Node Type'] === 'Seq Scan') found.push(`seq:${node['Relation Name'] as string}`);
-      for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
+    const found: PlanNode[] = [];
+    const walk = (node: PlanNode) => {
+      found.push(node);
+      for (const child of (node.Plans as PlanNode[] | undefined) ?? []) walk(child);
     };
-    walk((row!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
+    walk((row!['QUERY PLAN'] as { Plan: PlanNode }[])[0]!.Plan);
     return found;
   });
+}
+/** The scans of a statement's plan: each index it uses, and `seq:<table>` for each sequential scan. */
+async function scansOf(statement: string, params: unknown[], generic: boolean): Promise<string[]> {
+  return (await planNodes(statement, params, generic)).flatMap((node) =>
+    typeof node['Index Name'] === 'string' ? [node['Index Name']]
+    : node['Node Type'] === 'Seq Scan' ? [`seq:${node['Relation Name'] as string}`]
+    : [],
+  );
 }
 const indexesUsed = async (statement: string, params: unknown[], generic: boolean) =>
   (await scansOf(statement, params, generic)).filter((s) => !s.startsWith('seq:'));
@@ -173,6 +181,39 @@ describe('claim_next plans', () => {
       const scans = await scansOf(text, params, generic);
       expect(scans.filter((s) => s === 'doorbell_tests_unclaimed_idx')).toHaveLength(2);
       expect(scans).not.toContain('seq:doorbell_tests');
+    });
+  }
+});
+
+describe('claim acknowledgement plans', () => {
+  let caller = { endpointId: '', owner: 'agent:x', queues: ['q'] };
+  beforeAll(async () => {
+    const [deaf, claimer] = await db.sql<{ id: string }[]>`
+      insert into endpoints (agent_id, slug, credential_hash, credential_prefix, scope_queues, scope_verbs)
+      select agent_id, s, 'ha-' || s, 'p', '{q}', '{claim}' from endpoints, unnest(array['deaf', 'acker']) s
+      where id = ${endpointId} returning id`;
+    caller = { ...caller, endpointId: claimer!.id };
+    await db.sql`
+      insert into todos (id, endpoint_id, queue, title, created_at, updated_at)
+      select 'td_' || gen_random_uuid(), ${claimer!.id}, 'q', 'job', now(), now() from generate_series(1, 50)`;
+    // Another endpoint's session never hears: its rings stay open (unheard rings can still be acknowledged).
+    await db.sql`
+      insert into doorbell_rings (ring_id, endpoint_id, session_id, todo_id, kind, window_seconds, sent_at, unheard_at)
+      select 'rg_' || lpad(g::text, 26, '0'), ${deaf!.id}, 'deaf', 'td_' || g, 'todo', 900, now() - interval '1 hour', now()
+      from generate_series(1, 5000) g`;
+    await db.sql`analyze doorbell_rings`;
+  });
+
+  for (const generic of [false, true]) {
+    it(`finds the claimed todo's open rings and the endpoint's digests through their indexes, not a read of every open ring (${generic ? 'generic' : 'custom'} plan)`, async () => {
+      const { text, params } = await captured((sql) => claimNextTodo(sql, caller, ['q'], 300, new Date()));
+      const rings = (await planNodes(text, params, generic)).filter((n) => n['Relation Name'] === 'doorbell_rings' && n['Node Type'] !== 'ModifyTable');
+      const probes = (index: string) => rings.filter((n) => n['Index Name'] === index && /endpoint_id = /.test(String(n['Index Cond'])));
+      expect(probes('doorbell_rings_open_todo_idx')).toHaveLength(1);
+      expect(String(probes('doorbell_rings_open_todo_idx')[0]!['Index Cond'])).toMatch(/todo_id = /);
+      expect(probes('doorbell_rings_open_digest_idx')).toHaveLength(1);
+      // Every other read of the table is by ring id; none reads the open rings at large.
+      expect(rings.filter((n) => !probes(String(n['Index Name'])).includes(n)).map((n) => n['Index Name'] ?? n['Node Type'])).toEqual(['doorbell_rings_pkey']);
     });
   }
 });
