@@ -2,6 +2,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../test/support/app.ts';
 import type { Sql } from '../db/connect.ts';
+import { markUnheardSessionsUnscoped } from './sessions.ts';
 import { chargeDueRingsUnscoped, claimNextTodo } from './todos/index.ts';
 import { insertDeliveries } from './todos/insert.ts';
 import { transitionHeldTodos } from './todos/transitions.ts';
@@ -53,7 +54,7 @@ async function planNodes(statement: string, params: unknown[], generic: boolean)
         : quote(p),
       )
       .join(', ');
-    const [row] = await tx.unsafe(`explain (format json) execute ${name}(${literal})`);
+    const [row] = await tx.unsafe(`explain (format json) execute ${name}${params.length > 0 ? `(${literal})` : ''}`);
     await tx.unsafe(`deallocate ${name}`);
     const found: PlanNode[] = [];
     const walk = (node: PlanNode) => {
@@ -245,6 +246,31 @@ describe('heartbeat sweep plans', () => {
       const scans = await scansOf(text, params, generic);
       expect(scans, scans.join(', ')).not.toContain('seq:todos');
       expect(scans.some((s) => s.startsWith('todos_')), scans.join(', ')).toBe(true);
+    });
+  }
+});
+
+describe('unheard session sweep plans', () => {
+  beforeAll(async () => {
+    // Twenty live sessions, each rung 500 times in the week the records are kept.
+    await db.sql`
+      insert into mcp_sessions (id, endpoint_id, protocol_version, client_name, client_version, created_at, last_seen_at)
+      select 'ms_' || g, ${endpointId}, '2025-11-25', 'c', '1', now(), now() from generate_series(1, 20) g`;
+    await db.sql`
+      insert into doorbell_rings (ring_id, endpoint_id, session_id, todo_id, kind, window_seconds, sent_at, acked_at, ack_via)
+      select 'rg_' || lpad((100000 + s * 1000 + g)::text, 26, '0'), ${endpointId}, 'ms_' || s, 'td_' || g, 'todo', 900,
+             now() - g * interval '1 minute', now(), 'claim'
+      from generate_series(1, 20) s, generate_series(1, 500) g`;
+    await db.sql`analyze`;
+  });
+
+  for (const generic of [false, true]) {
+    it(`reads each live session's last three rings through doorbell_rings_session_idx, not every ring kept (${generic ? 'generic' : 'custom'} plan)`, async () => {
+      const { text, params } = await captured((sql) => markUnheardSessionsUnscoped(sql), /mcp_sessions/);
+      const nodes = await planNodes(text, params, generic);
+      const lastRings = nodes.filter((n) => n['Index Name'] === 'doorbell_rings_session_idx' && /session_id = /.test(String(n['Index Cond'])));
+      expect(lastRings).toHaveLength(1);
+      expect(nodes.some((n) => n['Node Type'] === 'WindowAgg')).toBe(false);
     });
   }
 });

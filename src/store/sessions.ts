@@ -211,19 +211,24 @@ export interface UnheardMark {
 
 /**
  * Marks unheard the sessions whose last 3 real rings all went unheard with no acknowledgement from
- * them since the first of those (SPEC-0025 REQ-5). Returns those it marked now.
+ * them since the first of those (SPEC-0025 REQ-5). Returns those it marked now. Each session's
+ * last rings come from doorbell_rings_session_idx, three per session, so a sweep reads a few rows
+ * per live session rather than every ring of the last 7 days.
  */
 export async function markUnheardSessionsUnscoped(sql: Sql): Promise<UnheardMark[]> {
   return [
     ...(await sql<UnheardMark[]>`
-      with recent as (
-        select r.session_id, r.sent_at, r.unheard_at,
-               row_number() over (partition by r.session_id order by r.sent_at desc, r.ring_id desc) as n
-        from doorbell_rings r join mcp_sessions s on s.id = r.session_id and not s.unheard
-        where not r.synthetic
-      ), last3 as (
-        select session_id, count(*) filter (where unheard_at is not null) as unheard, count(*) as total, min(sent_at) as since
-        from recent where n <= 3 group by session_id
+      with last3 as (
+        select s.id as session_id, count(*) filter (where r.unheard_at is not null) as unheard, count(*) as total, min(r.sent_at) as since
+        from mcp_sessions s
+        cross join lateral (
+          select r.sent_at, r.unheard_at from doorbell_rings r
+          where r.session_id = s.id and not r.synthetic
+          order by r.sent_at desc, r.ring_id desc
+          limit 3
+        ) r
+        where not s.unheard
+        group by s.id
       )
       update mcp_sessions s set unheard = true
       from last3 l, endpoints e
