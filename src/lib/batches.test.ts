@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { Batches, pipelinedRuns, type Waiting } from './batches.ts';
+import { Batches, gatheredRuns, pipelinedRuns, type Waiting } from './batches.ts';
 import { Lanes } from './lanes.ts';
 
 /** A run that records its items (and the lane it went to) and waits for the test to let it finish. */
-function recorder(opts: { perRun: number; atOnce?: number; moreAt?: number; distinct?: (item: string) => (string | null)[]; lanes?: string[] }) {
+function recorder(opts: { perRun: number; atOnce?: number; moreAt?: number; gather?: boolean; distinct?: (item: string) => (string | null)[]; lanes?: string[] }) {
   const runs: string[][] = [];
   const lanesOfRuns: string[] = [];
   const gates: (() => void)[] = [];
@@ -18,7 +18,7 @@ function recorder(opts: { perRun: number; atOnce?: number; moreAt?: number; dist
         c.resolve(`${c.item}!`);
       }
     },
-    { perRun: opts.perRun, atOnce: opts.atOnce ?? 1, moreAt: opts.moreAt, distinct: opts.distinct },
+    { perRun: opts.perRun, atOnce: opts.atOnce ?? 1, moreAt: opts.moreAt, gather: opts.gather, distinct: opts.distinct },
     lanes,
   );
   const openNext = async () => {
@@ -106,8 +106,28 @@ describe('Batches.add', () => {
     expect(lanes.take()).toBe('two');
   });
 
-  it('pipelinedRuns: a second run once half a run waits', () => {
+  it('with gather, sends a kind\'s first run on the next turn with every call of this one; later calls wait for it as before', async () => {
+    const { batches, runs, openNext } = recorder({ perRun: 3, gather: true });
+    const thisTurn = ['a', 'b', 'c', 'd'].map((x) => batches.add('k', x));
+    const other = batches.add('j', 'x');
+    expect(runs).toEqual([]);
+    await new Promise((r) => setImmediate(r));
+    // One run per kind, up to perRun; what is left waits for the run going.
+    expect(runs).toEqual([['a', 'b', 'c'], ['x']]);
+    const meanwhile = batches.add('k', 'e');
+    for (let i = 0; i < 3; i++) await openNext();
+    expect(await Promise.all([...thisTurn, other, meanwhile])).toEqual(['a!', 'b!', 'c!', 'd!', 'x!', 'e!']);
+    expect(runs.slice(2)).toEqual([['d', 'e']]);
+    // Once the kind is idle again, a lone call still goes on the next turn, alone.
+    const lone = batches.add('k', 'f');
+    await openNext();
+    expect(await lone).toBe('f!');
+    expect(runs.at(-1)).toEqual(['f']);
+  });
+
+  it('pipelinedRuns: a second run once half a run waits; gatheredRuns: the same, gathering each first run', () => {
     expect(pipelinedRuns(16)).toEqual({ perRun: 16, atOnce: 2, moreAt: 8 });
     expect(pipelinedRuns(5)).toEqual({ perRun: 5, atOnce: 2, moreAt: 3 });
+    expect(gatheredRuns(8)).toEqual({ perRun: 8, atOnce: 2, moreAt: 4, gather: true });
   });
 });

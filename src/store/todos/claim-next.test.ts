@@ -55,19 +55,25 @@ const ring = (c: Caller, kind: RingKind, todoId: string | null, sentAt: Date) =>
     sentAt,
   });
 
+/** The event loop's next turn: a kind's gathered statement has been sent by then. */
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
 describe('ClaimNext', () => {
-  it('claims that arrive while one runs go together in the next statement, each with its own session and fence, none twice', async () => {
+  it('claims of one turn go together, and claims that arrive while they run go together behind them, each with its own session and fence, none twice', async () => {
     const c = await newEndpoint();
     for (let i = 0; i < 10; i++) await push(c, `job ${i}`);
     const { pool, statements } = countingPool();
     const claimNext = new ClaimNext(pool);
     const sessions = Array.from({ length: MAX_CLAIMS_PER_STATEMENT }, (_, i) => `ses-${i}`);
-    const got = await Promise.all(
-      sessions.map((s) => claimNext.claim({ ...c, sessionId: s }, c.queues, 60, clock.now(), `hash-of-${s}`)),
-    );
-    // The first went alone; once half a statement's seats waited, those went behind it
-    // (pipelinedRuns); the last three waited for them and went together.
-    expect(statements()).toBe(3);
+    const claim = (s: string) => claimNext.claim({ ...c, sessionId: s }, c.queues, 60, clock.now(), `hash-of-${s}`);
+    const half = MAX_CLAIMS_PER_STATEMENT / 2;
+    const firstTurn = sessions.slice(0, half).map(claim);
+    // The first turn's statement has been sent: the rest arrive while it runs.
+    await nextTurn();
+    expect(statements()).toBe(1);
+    const got = await Promise.all([...firstTurn, ...sessions.slice(half).map(claim)]);
+    // Once half a statement's seats waited, those went behind it (gatheredRuns).
+    expect(statements()).toBe(2);
     expect(new Set(got.map((t) => t!.id)).size).toBe(sessions.length);
     const rows = await sql<{ id: string; claimed_session_id: string; lease_token_hash: string; state: string }[]>`
       select id, claimed_session_id, lease_token_hash, state from todos where id = any(${got.map((t) => t!.id)})`;
@@ -88,8 +94,10 @@ describe('ClaimNext', () => {
     const later = new Date(first.getTime() + 2000);
     const { pool, statements } = countingPool();
     const claimNext = new ClaimNext(pool);
+    const alone = claimNext.claim({ ...c, sessionId: 'ses-a' }, c.queues, 60, first);
+    await nextTurn();
     const got = await Promise.all([
-      claimNext.claim({ ...c, sessionId: 'ses-a' }, c.queues, 60, first),
+      alone,
       claimNext.claim({ ...c, sessionId: 'ses-b' }, c.queues, 60, later),
       claimNext.claim({ ...c, sessionId: 'ses-c' }, c.queues, 60, later),
     ]);

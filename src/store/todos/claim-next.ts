@@ -1,6 +1,6 @@
 import { arg, compiledPer } from '../../db/compiled.ts';
 import type { Sql } from '../../db/connect.ts';
-import { Batches, pipelinedRuns, type Waiting } from '../../lib/batches.ts';
+import { Batches, gatheredRuns, type Waiting } from '../../lib/batches.ts';
 import { Lanes } from '../../lib/lanes.ts';
 import { RESERVED_QUEUE } from '../../domain/scope.ts';
 import { claimSet, ownSelfTest, selfTestRinging, withAcknowledgements, type ClaimedTodo } from './claim.ts';
@@ -124,7 +124,7 @@ export class ClaimNext {
     /** Where the statements go (src/lib/lanes.ts); by default the pool. */
     lanes: Lanes<Sql> = new Lanes([sql]),
   ) {
-    this.#batches = new Batches((calls, lane) => this.#claimFor(calls, lane), pipelinedRuns(MAX_CLAIMS_PER_STATEMENT), lanes);
+    this.#batches = new Batches((calls, lane) => this.#claimFor(calls, lane), gatheredRuns(MAX_CLAIMS_PER_STATEMENT), lanes);
   }
 
   claim(caller: Caller, queues: readonly string[], leaseSecs: number, now: Date, leaseTokenHash: string | null = null): Promise<ClaimedTodo | null> {

@@ -51,7 +51,7 @@ const failure = async (p: Promise<unknown>): Promise<SwitchboardError> => {
 };
 
 describe('HeldTransitions', () => {
-  it('completes that arrive while one runs go together in the next statement, each with its own result and time', async () => {
+  it('completes made in one turn go together in one statement, each with its own result and time', async () => {
     const c = await newEndpoint();
     const ids: string[] = [];
     for (let i = 0; i < 6; i++) ids.push(await claimed(c, `job ${i}`));
@@ -60,8 +60,8 @@ describe('HeldTransitions', () => {
     const done = await Promise.all(
       ids.map((id, i) => held.complete(c, { id, result: { job: i }, now: new Date(clock.now().getTime() + i * 1000), leaseTokenHash: null })),
     );
-    // The first went alone; the five that waited for it went together.
-    expect(statements()).toBe(2);
+    // The six of one turn went together (gatheredRuns).
+    expect(statements()).toBe(1);
     for (const [i, t] of done.entries()) {
       expect(t).toMatchObject({ id: ids[i], state: 'done', result: { job: i }, lease_expires_at: null, lease_token_hash: null });
       expect(t.completed_at?.getTime()).toBe(clock.now().getTime() + i * 1000);
@@ -73,7 +73,7 @@ describe('HeldTransitions', () => {
   it('refuses, within a shared statement, only the calls whose todo the caller does not hold, each as a lone call is refused', async () => {
     const c = await newEndpoint();
     const other = await newEndpoint();
-    const first = await claimed(c, 'goes alone');
+    const first = await claimed(c, 'held');
     const good = await claimed(c, 'fenced', 'right-hash');
     const fenced = await claimed(c, 'fenced, wrong token', 'right-hash');
     const foreign = await claimed(other, 'another endpoint');
@@ -87,7 +87,7 @@ describe('HeldTransitions', () => {
       held.complete(c, { id: foreign, result: 'ok', now, leaseTokenHash: null }),
     ];
     const [alone, right, wrong, elsewhere] = await Promise.allSettled(calls);
-    expect(statements()).toBe(2);
+    expect(statements()).toBe(1);
     expect(alone).toMatchObject({ status: 'fulfilled', value: { id: first, state: 'done', result: null } });
     expect(right).toMatchObject({ status: 'fulfilled', value: { id: good, state: 'done', result: 'ok' } });
     expect(await failure(calls[2]!)).toMatchObject({ code: 'conflict', message: `cannot complete todo ${fenced}: its claim is fenced and lease_token is missing or wrong` });
@@ -100,7 +100,7 @@ describe('HeldTransitions', () => {
 
   it('never puts two calls on one todo in one statement: the later finds what the first left', async () => {
     const c = await newEndpoint();
-    const blocker = await claimed(c, 'keeps the first statement busy');
+    const blocker = await claimed(c, 'another todo in the first statement');
     const id = await claimed(c, 'completed twice');
     const { pool, statements } = countingPool();
     const held = new HeldTransitions(pool);
@@ -110,7 +110,8 @@ describe('HeldTransitions', () => {
       held.complete(c, { id, result: 1, now, leaseTokenHash: null }),
       held.complete(c, { id, result: 2, now, leaseTokenHash: null }),
     ]);
-    expect(statements()).toBe(3);
+    // The second call on the todo waited for the statement that took the first.
+    expect(statements()).toBe(2);
     expect(once).toMatchObject({ status: 'fulfilled', value: { result: 1 } });
     expect(twice).toMatchObject({ status: 'rejected', reason: { code: 'conflict', message: `cannot complete todo ${id}: this endpoint does not hold its claim` } });
   });
@@ -127,8 +128,8 @@ describe('HeldTransitions', () => {
       held.fail(c, { id: ids[2]!, result: { error: 'boom' }, now: new Date(now), leaseTokenHash: null }),
       held.release(c, { id: ids[3]!, now: new Date(now), leaseTokenHash: null }),
     ]);
-    // Each kind's first call goes at once: three statements, the second heartbeat waiting for the first.
-    expect(statements()).toBe(4);
+    // Each kind's calls of this turn go together: three statements, the two heartbeats in one.
+    expect(statements()).toBe(3);
     expect(beat1.lease_expires_at?.getTime()).toBe(now + 600_000);
     expect(beat2.lease_expires_at?.getTime()).toBe(now + 5000 + 120_000);
     expect(failed).toMatchObject({ state: 'failed', result: { error: 'boom' } });
@@ -143,8 +144,8 @@ describe('HeldTransitions', () => {
     const { pool, statements } = countingPool();
     const held = new HeldTransitions(pool);
     const done = await Promise.all(ids.map((id) => held.complete(c, { id, result: null, now: clock.now(), leaseTokenHash: null })));
-    // One alone, then MAX in one statement, then the one left over.
-    expect(statements()).toBe(3);
+    // MAX in one statement, then the two left over.
+    expect(statements()).toBe(2);
     expect(done.every((t) => t.state === 'done')).toBe(true);
   });
 });

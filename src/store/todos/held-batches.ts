@@ -1,5 +1,5 @@
 import type { Sql } from '../../db/connect.ts';
-import { Batches, pipelinedRuns, type Waiting } from '../../lib/batches.ts';
+import { Batches, gatheredRuns, type Waiting } from '../../lib/batches.ts';
 import { Lanes } from '../../lib/lanes.ts';
 import type { Caller } from './reach.ts';
 import type { TodoMetaRow } from './row.ts';
@@ -32,7 +32,7 @@ export class HeldTransitions {
     /** Where the statements go (src/lib/lanes.ts); by default the pool. */
     lanes: Lanes<Sql> = new Lanes([sql]),
   ) {
-    this.#batches = new Batches((calls, lane) => this.#run(calls, lane), { ...pipelinedRuns(MAX_TRANSITIONS_PER_STATEMENT), distinct: ({ call }) => [call.id] }, lanes);
+    this.#batches = new Batches((calls, lane) => this.#run(calls, lane), { ...gatheredRuns(MAX_TRANSITIONS_PER_STATEMENT), distinct: ({ call }) => [call.id] }, lanes);
   }
 
   heartbeat(caller: Caller, call: HeldCall & { lease: number }): Promise<TodoMetaRow> {
