@@ -107,10 +107,11 @@ interface WaitingClaim extends ClaimSeat {
 
 /**
  * claim_next for an instance's callers. A claim with none of its kind running goes to the
- * database at once, alone; the claims of the same endpoint, owner, queues and lease that arrive
+ * database on the event loop's next turn, with every claim of its kind made in this turn
+ * (gatheredRuns); the claims of the same endpoint, owner, queues and lease that arrive
  * while it runs wait for it and then go together in one statement (up to
  * MAX_CLAIMS_PER_STATEMENT; once half that many wait, that statement is sent behind the one
- * going, on the kind's lane: pipelinedRuns), each with its own session, fence and
+ * going, on the kind's lane: gatheredRuns), each with its own session, fence and
  * acknowledgements. Under load that spends one statement's fixed cost and one pass over the head
  * of the queue on several claims instead of each claimer fighting the others for the same first
  * rows. A claim its batch

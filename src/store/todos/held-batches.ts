@@ -16,10 +16,11 @@ interface HeldItem {
 
 /**
  * Heartbeat, complete, fail and release for an instance's callers. A call with none of its kind
- * running goes to the database at once, alone; the calls of the same transition and caller
- * (endpoint, owner, queues) that arrive while it runs wait for it and then go together in one
- * statement (up to MAX_TRANSITIONS_PER_STATEMENT; once half that many wait, that statement is sent
- * behind the one going, on the kind's lane: pipelinedRuns), each checked against its own todo,
+ * running goes to the database on the event loop's next turn, with every call of its kind made
+ * in this turn; the calls of the same transition and caller (endpoint, owner, queues) that arrive
+ * while it runs wait for it and then go together in one statement (up to
+ * MAX_TRANSITIONS_PER_STATEMENT; once half that many wait, that statement is sent behind the one
+ * going, on the kind's lane: gatheredRuns), each checked against its own todo,
  * fence and time as it would be alone. Two calls on one todo never share a statement: the later finds what
  * the first left, as it would have. A call whose todo the caller did not hold gets the refusal a
  * lone call gets.
