@@ -92,12 +92,17 @@ export async function withCpuPerJob(run: () => Promise<DrainResult>): Promise<Dr
 const MCP_DRIVER = fileURLToPath(new URL('./mcp-driver.ts', import.meta.url));
 const TSX_CLI = fileURLToPath(new URL('../node_modules/tsx/dist/cli.mjs', import.meta.url));
 
+/** How bench/mcp-driver.ts's agents call: the SDK Client, node:http, or requests written on sockets. */
+export const MCP_DRIVER_MODES = ['sdk', 'http', 'wire'] as const;
+export type McpDriverMode = (typeof MCP_DRIVER_MODES)[number];
+export const isDriverMode = (x: unknown): x is McpDriverMode => MCP_DRIVER_MODES.includes(x as McpDriverMode);
+
 /**
  * Drains an endpoint over MCP from bench/mcp-driver.ts in a process of its own. The driver
  * connects and warms up, says so, and starts its clock when told: the CPU counted here (this
  * process, which hosts the server, and PostgreSQL) is the drain's alone, not the warm-up's.
  */
-export async function runMcpDriver(mode: 'sdk' | 'raw', url: string, credential: string, workers: number): Promise<DrainResult> {
+export async function runMcpDriver(mode: McpDriverMode, url: string, credential: string, workers: number): Promise<DrainResult> {
   const child = spawn(process.execPath, [TSX_CLI, MCP_DRIVER, mode, url, credential, String(workers)], { stdio: ['pipe', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.setEncoding('utf8');

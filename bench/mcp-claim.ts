@@ -1,10 +1,11 @@
 /**
  * Drain throughput: `workers` concurrent agents draining the same number of todos with
- * claim_next + complete, three ways in one run on one PostgreSQL:
+ * claim_next + complete, four ways in one run on one PostgreSQL:
  *   - the store called directly inside the server process (the baseline);
  *   - MCP over HTTP from a separate process of SDK Clients (the real agent path);
- *   - MCP over HTTP from a separate process of bare keep-alive node:http clients (the server's
- *     own cost, without the SDK client's).
+ *   - MCP over HTTP from a separate process of bare keep-alive node:http clients, and of requests
+ *     written on keep-alive sockets by hand (the server's own cost, without the SDK client's;
+ *     bench/mcp-driver.ts).
  * Ratios are against the baseline measured in the same run, and against pgbench's single-row
  * insert commits on the same cluster. Not part of `npm run bench` (bench/peers.ts drains the
  * store and MCP beside the peers there); run it alone:
@@ -44,8 +45,10 @@ async function main(): Promise<void> {
     const readsBefore = app.directory.reads;
     const sdk = await endpoint('sdk');
     const sdkRun = await runMcpDriver('sdk', `${app.baseUrl}/mcp/${sdk.endpoint.slug}`, sdk.credential, WORKERS);
-    const raw = await endpoint('raw');
-    const rawRun = await runMcpDriver('raw', `${app.baseUrl}/mcp/${raw.endpoint.slug}`, raw.credential, WORKERS);
+    const http = await endpoint('http');
+    const httpRun = await runMcpDriver('http', `${app.baseUrl}/mcp/${http.endpoint.slug}`, http.credential, WORKERS);
+    const wire = await endpoint('wire');
+    const wireRun = await runMcpDriver('wire', `${app.baseUrl}/mcp/${wire.endpoint.slug}`, wire.credential, WORKERS);
     const directoryReads = app.directory.reads - readsBefore;
     await app.stop();
     const pg = await pgbenchInsertRate(cluster, WORKERS, 5);
@@ -62,12 +65,12 @@ async function main(): Promise<void> {
       'CPU ms/todo': r.cpu ? `${r.cpu.node.toFixed(2)} + ${r.cpu.pg.toFixed(2)} PG${r.cpu.agents !== undefined ? ` + ${r.cpu.agents.toFixed(2)} agents` : ''}` : '',
     });
     console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}, ${WORKERS} workers, ${TODOS} todos per path`);
-    console.table([row('store, in process (baseline)', storeRun), row('MCP, SDK Client', sdkRun), row('MCP, bare node:http', rawRun)]);
+    console.table([row('store, in process (baseline)', storeRun), row('MCP, SDK Client', sdkRun), row('MCP, bare node:http', httpRun), row('MCP, requests written on sockets', wireRun)]);
     console.log(`pgbench single-row insert commits (${pg.command}): ${Math.round(pg.tps)}/s; a todo here is two commits (claim, complete).`);
     console.log('p50/p99 are per todo (claim_next + complete). Target: MCP at least 50% of the baseline.');
-    const toolCalls = 2 * (sdkRun.done + rawRun.done);
+    const toolCalls = 2 * (sdkRun.done + httpRun.done + wireRun.done);
     console.log(
-      `Session directory reads during the two MCP drains: ${directoryReads} for about ${toolCalls} tool calls ` +
+      `Session directory reads during the three MCP drains: ${directoryReads} for about ${toolCalls} tool calls ` +
         `(a session seen in the last ${SESSION_CACHE_MS / 1000} s is served from this instance's copy).`,
     );
   });

@@ -12,18 +12,23 @@
  * so the bench (runMcpDriver in bench/lib.ts) counts the server's and PostgreSQL's CPU for the
  * drain alone.
  *
- *   tsx bench/mcp-driver.ts <sdk|raw> <mcp url> <credential> <workers>
+ * How the agents call (McpDriverMode): `sdk`, the MCP SDK's Client, what a real agent runs; `http`,
+ * bare keep-alive node:http requests; `wire`, the same requests written on keep-alive sockets by
+ * hand (wireCallers), the lightest load on the cores this process shares with the server.
+ *
+ *   tsx bench/mcp-driver.ts <sdk|http|wire> <mcp url> <credential> <workers>
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Agent, request } from 'node:http';
 import { once } from 'node:events';
-import { MCP_DRIVER_WARM, WARMUP_JOBS, drain } from './lib.ts';
+import { connect } from 'node:net';
+import { MCP_DRIVER_WARM, WARMUP_JOBS, drain, isDriverMode } from './lib.ts';
 
 const [mode, url, credential, workersArg] = process.argv.slice(2);
 const workers = Number(workersArg);
-if ((mode !== 'sdk' && mode !== 'raw') || !url || !credential || !workers) {
-  console.error('usage: tsx bench/mcp-driver.ts <sdk|raw> <mcp url> <credential> <workers>');
+if (!isDriverMode(mode) || !url || !credential || !workers) {
+  console.error('usage: tsx bench/mcp-driver.ts <sdk|http|wire> <mcp url> <credential> <workers>');
   process.exit(2);
 }
 
@@ -46,7 +51,8 @@ async function sdkCallers(): Promise<{ calls: Call[]; close(): Promise<void> }> 
   };
 }
 
-async function rawCallers(): Promise<{ calls: Call[]; close(): Promise<void> }> {
+/** Opens `workers` MCP sessions over node:http (initialize, then initialized); each call after is a POST. */
+async function httpSessions() {
   const agent = new Agent({ keepAlive: true, maxSockets: workers });
   const headers = { authorization: `Bearer ${credential}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
   const rpc = (body: unknown, sid?: string) =>
@@ -62,22 +68,85 @@ async function rawCallers(): Promise<{ calls: Call[]; close(): Promise<void> }> 
     });
   const sids = await Promise.all(
     Array.from({ length: workers }, async () => {
-      const init = await rpc({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+      const init = await rpc({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bench', version: '1' } } });
       await rpc({ jsonrpc: '2.0', method: 'notifications/initialized' }, init.sid);
       return init.sid!;
     }),
   );
-  let id = 1;
+  return { sids, rpc, close: async () => agent.destroy() };
+}
+
+let nextId = 1;
+const toolCall = (name: string, args: Record<string, unknown>) => ({ jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } });
+
+async function httpCallers(): Promise<{ calls: Call[]; close(): Promise<void> }> {
+  const { sids, rpc, close } = await httpSessions();
   return {
     calls: sids.map((sid) => async (name, args) => {
-      const r = await rpc({ jsonrpc: '2.0', id: id++, method: 'tools/call', params: { name, arguments: args } }, sid);
+      const r = await rpc(toolCall(name, args), sid);
       return JSON.parse(r.json.result.content[0].text);
     }),
-    close: async () => agent.destroy(),
+    close,
   };
 }
 
-const { calls, close } = mode === 'sdk' ? await sdkCallers() : await rawCallers();
+/**
+ * The sessions of httpSessions, each call then written by hand on a keep-alive socket of its own
+ * and its answer read by Content-Length, as HTTP load generators (wrk, autocannon) do: node:http's
+ * client machinery costs the agents' process about twice the CPU per call, on the cores the server
+ * and PostgreSQL share. The server answers a tools/call with a JSON body of known length; any
+ * other answer stops the drain.
+ */
+async function wireCallers(): Promise<{ calls: Call[]; close(): Promise<void> }> {
+  const { sids, close } = await httpSessions();
+  const target = new URL(url!);
+  const sockets = await Promise.all(
+    sids.map(async () => {
+      const socket = connect({ host: target.hostname, port: Number(target.port), noDelay: true });
+      await once(socket, 'connect');
+      return socket;
+    }),
+  );
+  const calls = sids.map((sid, w): Call => {
+    const socket = sockets[w]!;
+    const head =
+      `POST ${target.pathname} HTTP/1.1\r\nhost: ${target.host}\r\nauthorization: Bearer ${credential}\r\n` +
+      `content-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-session-id: ${sid}\r\ncontent-length: `;
+    let answer: ((body: string) => void) | null = null;
+    let received: Buffer = Buffer.alloc(0);
+    socket.on('data', (chunk: Buffer) => {
+      received = received.length ? Buffer.concat([received, chunk]) : chunk;
+      const headEnd = received.indexOf('\r\n\r\n');
+      if (headEnd < 0) return;
+      const headText = received.toString('latin1', 0, headEnd);
+      const length = /\r\ncontent-length: *(\d+)/i.exec(headText)?.[1];
+      if (!headText.startsWith('HTTP/1.1 200') || length === undefined) throw new Error(`unexpected answer: ${headText}`);
+      const end = headEnd + 4 + Number(length);
+      if (received.length < end) return;
+      const body = received.toString('utf8', headEnd + 4, end);
+      received = received.subarray(end);
+      const settle = answer!;
+      answer = null;
+      settle(body);
+    });
+    return (name, args) =>
+      new Promise((resolve) => {
+        const body = JSON.stringify(toolCall(name, args));
+        answer = (text) => resolve(JSON.parse(JSON.parse(text).result.content[0].text));
+        socket.write(`${head}${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      });
+  });
+  return {
+    calls,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await close();
+    },
+  };
+}
+
+const callers = { sdk: sdkCallers, http: httpCallers, wire: wireCallers }[mode]!;
+const { calls, close } = await callers();
 const claimAndComplete = async (w: number) => {
   const call = calls[w]!;
   const next = (await call('claim_next', {})) as { empty: boolean; todo?: { id: string } };

@@ -1,12 +1,13 @@
 /**
  * Switchboard beside its peers, on one throwaway PostgreSQL in one run (issue 10):
  *  1. claim throughput: the same number of jobs drained by `workers` concurrent workers from
- *     (a) Switchboard's store in process, (b) Switchboard over MCP HTTP (bare keep-alive HTTP
- *     from a separate process, SDK-free: bench/mcp-driver.ts), (c) pg-boss (fetch + complete),
+ *     (a) Switchboard's store in process, (b) Switchboard over MCP HTTP (bare HTTP from a
+ *     separate process, SDK-free: requests written on keep-alive sockets, bench/mcp-driver.ts),
+ *     (c) pg-boss (fetch + complete),
  *     (d) graphile-worker; each first drains WARMUP_JOBS untimed from the same queue;
- *     beside it, a side run on a shallow queue (`--sdk-jobs` each) of the MCP SDK `Client`, bare
- *     HTTP and pg-boss: the SDK client's own per-call cost is not the server's, and pg-boss's
- *     fetch slows with the queue's depth;
+ *     beside it, a side run on a shallow queue (`--sdk-jobs` each) of the MCP SDK `Client`, a
+ *     node:http client, bare HTTP and pg-boss: a client's own per-call cost is not the server's,
+ *     and pg-boss's fetch slows with the queue's depth;
  *  2. add-to-wake latency: a todo pushed to a connected agent until its doorbell arrives, beside
  *     graphile-worker's add-to-start latency;
  *  3. PostgreSQL's own single-row insert commits (pgbench): the rate at `workers` clients, the
@@ -31,7 +32,7 @@ import { insertEventAndTodo } from '../src/store/todos/index.ts';
 import { connectAgent } from '../test/support/agents.ts';
 import type { Sql } from '../src/db/connect.ts';
 import { graphileDrain, quiet } from './graphile.ts';
-import { WARMUP_JOBS, cpuTotal, freshStatistics, runMcpDriver, storeDrain, warmedDrain, withLanes, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
+import { WARMUP_JOBS, cpuTotal, freshStatistics, runMcpDriver, storeDrain, type McpDriverMode, warmedDrain, withLanes, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -142,17 +143,19 @@ async function main(): Promise<void> {
     // 1. Claim throughput: each path drains its own JOBS todos (or jobs), one path at a time.
     const direct = await endpoint('direct', JOBS);
     const store = await withLanes(cluster.url, (lanes) => storeDrain(sql, lanes, direct.endpoint, WORKERS));
-    const mcp = async (mode: 'sdk' | 'raw', name: string, jobs: number) => {
+    const mcp = async (mode: McpDriverMode, name: string, jobs: number) => {
       const ep = await endpoint(name, jobs);
       return runMcpDriver(mode, `${app.baseUrl}/mcp/${ep.endpoint.slug}`, ep.credential, WORKERS);
     };
-    const raw = await mcp('raw', 'raw', JOBS);
+    const bare = await mcp('wire', 'wire', JOBS);
     const boss = await pgBossDrain(sql, cluster.url, 'bench', JOBS);
     const graphile = await graphileDrain(cluster.url, JOBS, WORKERS);
-    // The SDK client beside bare HTTP and pg-boss on a shallow queue: the SDK's own per-call cost
-    // is the difference between the first two, and pg-boss's fetch is cheap on a short queue.
+    // The SDK client and node:http beside bare HTTP and pg-boss on a shallow queue: each client's
+    // own per-call cost is its difference to the wire driver's, and pg-boss's fetch is cheap on a
+    // short queue.
     const sdkSide = await mcp('sdk', 'sdk-side', SDK_JOBS);
-    const rawSide = await mcp('raw', 'raw-side', SDK_JOBS);
+    const httpSide = await mcp('http', 'http-side', SDK_JOBS);
+    const bareSide = await mcp('wire', 'wire-side', SDK_JOBS);
     const bossSide = await pgBossDrain(sql, cluster.url, 'bench-side', SDK_JOBS);
 
     const graphileWake = await graphileAddToStart(cluster.url);
@@ -177,17 +180,24 @@ async function main(): Promise<void> {
       'vs pgbench': pctOf(rate(r), pg.tps, 1),
       'CPU ms/job': cpuFigure(r),
     });
-    const mcpMet = rate(raw) >= rate(boss);
+    const mcpMet = rate(bare) >= rate(boss);
     console.log(`cores ${os.availableParallelism()}, PostgreSQL ${pgVersion}, ${WORKERS} workers, ${JOBS} jobs per path; every path first drains ${WARMUP_JOBS} jobs untimed from the same queue (the MCP agents run in a process of their own). CPU ms/job: this process (the store, the server or the peer) + PostgreSQL (+ the agents' process), counted during the drain alone`);
     console.table([
       row('Switchboard store, in process', store),
-      row('Switchboard MCP over HTTP (bare, SDK-free)', raw),
+      row('Switchboard MCP over HTTP (bare, SDK-free)', bare),
       row('pg-boss 10 fetch + complete', boss),
       row('graphile-worker 0.16', graphile),
     ]);
-    console.log(`Side run, ${SDK_JOBS} jobs each (a shallow queue): the MCP SDK Client beside bare HTTP and pg-boss; "vs pg-boss" is to this run's pg-boss`);
+    console.log(
+      `Side run, ${SDK_JOBS} jobs each (a shallow queue): the MCP SDK Client and node:http beside bare HTTP (requests written on keep-alive sockets, bench/mcp-driver.ts) and pg-boss; "vs pg-boss" is to this run's pg-boss`,
+    );
     const sideRow = (path: string, r: DrainResult) => ({ ...row(path, r), 'vs pg-boss': pctOf(rate(r), rate(bossSide)), 'vs graphile-worker': '' });
-    console.table([sideRow('Switchboard MCP, SDK Client', sdkSide), sideRow('Switchboard MCP, bare HTTP', rawSide), sideRow('pg-boss 10 fetch + complete', bossSide)]);
+    console.table([
+      sideRow('Switchboard MCP, SDK Client', sdkSide),
+      sideRow('Switchboard MCP, node:http client', httpSide),
+      sideRow('Switchboard MCP, bare HTTP', bareSide),
+      sideRow('pg-boss 10 fetch + complete', bossSide),
+    ]);
     console.table([
       {
         path: 'Switchboard: todo insert + commit -> doorbell at a connected SDK client',
@@ -208,20 +218,21 @@ async function main(): Promise<void> {
     );
     console.log(
       `Target: claim throughput over MCP at least that of pg-boss on the same cluster: ${mcpMet ? 'met' : 'NOT met'} at ${JOBS} jobs ` +
-        `(MCP ${Math.round(rate(raw))}/s, pg-boss ${Math.round(rate(boss))}/s, ${pctOf(rate(raw), rate(boss))}); ` +
-        `at ${SDK_JOBS} jobs ${rate(rawSide) >= rate(bossSide) ? 'met' : 'NOT met'} over bare HTTP (${pctOf(rate(rawSide), rate(bossSide))}), ` +
+        `(MCP ${Math.round(rate(bare))}/s, pg-boss ${Math.round(rate(boss))}/s, ${pctOf(rate(bare), rate(boss))}); ` +
+        `at ${SDK_JOBS} jobs ${rate(bareSide) >= rate(bossSide) ? 'met' : 'NOT met'} over bare HTTP (${pctOf(rate(bareSide), rate(bossSide))}), ` +
+        `${rate(httpSide) >= rate(bossSide) ? 'met' : 'NOT met'} with node:http (${pctOf(rate(httpSide), rate(bossSide))}), ` +
         `${rate(sdkSide) >= rate(bossSide) ? 'met' : 'NOT met'} with the SDK Client (${pctOf(rate(sdkSide), rate(bossSide))}).`,
     );
 
     const storeMet = rate(store) >= TARGETS.storeToGraphile * rate(graphile);
-    const mcpGraphileMet = rate(raw) >= TARGETS.mcpToGraphile * rate(graphile);
-    const sideMet = rate(rawSide) >= TARGETS.mcpToPgboss * rate(bossSide);
+    const mcpGraphileMet = rate(bare) >= TARGETS.mcpToGraphile * rate(graphile);
+    const sideMet = rate(bareSide) >= TARGETS.mcpToPgboss * rate(bossSide);
     const yes = (met: boolean) => (met ? 'met' : 'NOT met');
     console.log(
       `Targets (issue 20, stated at 20,000 jobs x 8 workers; this run ${JOBS} x ${WORKERS}): ` +
         `store >= ${TARGETS.storeToGraphile}x graphile-worker ${yes(storeMet)} (${(rate(store) / rate(graphile)).toFixed(2)}x); ` +
-        `MCP >= ${TARGETS.mcpToPgboss}x pg-boss ${yes(mcpMet)} at ${JOBS} (${(rate(raw) / rate(boss)).toFixed(2)}x), ${yes(sideMet)} at ${SDK_JOBS} (${(rate(rawSide) / rate(bossSide)).toFixed(2)}x); ` +
-        `MCP >= ${TARGETS.mcpToGraphile}x graphile-worker ${yes(mcpGraphileMet)} (${(rate(raw) / rate(graphile)).toFixed(2)}x).`,
+        `MCP >= ${TARGETS.mcpToPgboss}x pg-boss ${yes(mcpMet)} at ${JOBS} (${(rate(bare) / rate(boss)).toFixed(2)}x), ${yes(sideMet)} at ${SDK_JOBS} (${(rate(bareSide) / rate(bossSide)).toFixed(2)}x); ` +
+        `MCP >= ${TARGETS.mcpToGraphile}x graphile-worker ${yes(mcpGraphileMet)} (${(rate(bare) / rate(graphile)).toFixed(2)}x).`,
     );
     const drained = (prefix: string, r: DrainResult) => ({
       [`${prefix}_jobs_per_second`]: figure(rate(r), 1),
@@ -246,22 +257,24 @@ async function main(): Promise<void> {
         pings: PINGS,
         warmup_jobs: WARMUP_JOBS,
         ...drained('store', store),
-        ...drained('mcp', raw),
+        ...drained('mcp', bare),
         ...drained('pgboss', boss),
         ...drained('graphile', graphile),
         store_ratio_to_graphile: ratio(store, graphile),
         store_cpu_ratio_to_graphile: figure(cpuTotal(store) / cpuTotal(graphile), 4),
-        mcp_cpu_ratio_to_graphile: figure(cpuTotal(raw) / cpuTotal(graphile), 4),
+        mcp_cpu_ratio_to_graphile: figure(cpuTotal(bare) / cpuTotal(graphile), 4),
         store_ratio_to_pgboss: ratio(store, boss),
-        mcp_ratio_to_graphile: ratio(raw, graphile),
-        mcp_ratio_to_pgboss: ratio(raw, boss),
-        mcp_ratio_to_store: ratio(raw, store),
+        mcp_ratio_to_graphile: ratio(bare, graphile),
+        mcp_ratio_to_pgboss: ratio(bare, boss),
+        mcp_ratio_to_store: ratio(bare, store),
         pgboss_ratio_to_graphile: ratio(boss, graphile),
-        ...drained('side_mcp', rawSide),
+        ...drained('side_mcp', bareSide),
         ...drained('side_sdk', sdkSide),
+        ...drained('side_http', httpSide),
         ...drained('side_pgboss', bossSide),
-        side_mcp_ratio_to_pgboss: ratio(rawSide, bossSide),
+        side_mcp_ratio_to_pgboss: ratio(bareSide, bossSide),
         side_sdk_ratio_to_pgboss: ratio(sdkSide, bossSide),
+        side_http_ratio_to_pgboss: ratio(httpSide, bossSide),
         wake_p50_ms: figure(percentile(wake, 50)),
         wake_p99_ms: figure(percentile(wake, 99)),
         graphile_add_to_start_p50_ms: figure(percentile(graphileWake, 50)),
@@ -270,7 +283,7 @@ async function main(): Promise<void> {
         pgbench_clients: WORKERS,
         pgbench_commit_ms: figure(pg1.latencyMs, 3),
         store_ratio_to_pgbench: figure(rate(store) / pg.tps, 4),
-        mcp_ratio_to_pgbench: figure(rate(raw) / pg.tps, 4),
+        mcp_ratio_to_pgbench: figure(rate(bare) / pg.tps, 4),
         target_store_to_graphile_met: storeMet,
         target_mcp_to_pgboss_met: mcpMet,
         target_side_mcp_to_pgboss_met: sideMet,
@@ -281,15 +294,20 @@ async function main(): Promise<void> {
     const vs = (r: DrainResult) => `${pctOf(rate(r), pg.tps, 1)} (${pctOf(rate(r), rate(boss))} of pg-boss, ${pctOf(rate(r), rate(graphile))} of graphile-worker)`;
     summarize('peers', pgVersion, [
       { figure: `claim, store in process (${JOBS} jobs, ${WORKERS} workers)`, value: jobsFigure(store), vsPgbench: vs(store) },
-      { figure: `claim, MCP over HTTP (${JOBS} jobs, ${WORKERS} workers)`, value: jobsFigure(raw), vsPgbench: vs(raw), target: '>= pg-boss', met: mcpMet },
+      { figure: `claim, MCP over HTTP (${JOBS} jobs, ${WORKERS} workers)`, value: jobsFigure(bare), vsPgbench: vs(bare), target: '>= pg-boss', met: mcpMet },
       { figure: `claim, pg-boss 10 (${JOBS} jobs)`, value: jobsFigure(boss), vsPgbench: vs(boss) },
       { figure: `claim, graphile-worker 0.16 (${JOBS} jobs)`, value: jobsFigure(graphile), vsPgbench: vs(graphile) },
       {
         figure: `claim, MCP over HTTP (side run, ${SDK_JOBS} jobs)`,
-        value: jobsFigure(rawSide),
-        vsPgbench: `${pctOf(rate(rawSide), pg.tps, 1)} (${pctOf(rate(rawSide), rate(bossSide))} of pg-boss at ${SDK_JOBS})`,
+        value: jobsFigure(bareSide),
+        vsPgbench: `${pctOf(rate(bareSide), pg.tps, 1)} (${pctOf(rate(bareSide), rate(bossSide))} of pg-boss at ${SDK_JOBS})`,
         target: '>= pg-boss',
-        met: rate(rawSide) >= rate(bossSide),
+        met: rate(bareSide) >= rate(bossSide),
+      },
+      {
+        figure: `claim, MCP node:http client (side run, ${SDK_JOBS} jobs)`,
+        value: jobsFigure(httpSide),
+        vsPgbench: `${pctOf(rate(httpSide), pg.tps, 1)} (${pctOf(rate(httpSide), rate(bossSide))} of pg-boss at ${SDK_JOBS})`,
       },
       {
         figure: `claim, MCP SDK Client (side run, ${SDK_JOBS} jobs)`,
