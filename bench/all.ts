@@ -7,7 +7,7 @@
  *   npm run bench            (about 5 minutes on 2 cores, 2.5 of them pg-boss draining 20,000 jobs)
  *
  * The claim drain runs inside peers (store, MCP over HTTP, pg-boss, graphile-worker at 20,000 jobs
- * each; the SDK client and pg-boss again on a 1,000-job queue); bench/mcp-claim.ts stays a
+ * each; the SDK client, node:http, bare HTTP and pg-boss again on a 1,000-job queue); bench/mcp-claim.ts stays a
  * standalone script.
  */
 import { spawn } from 'node:child_process';
