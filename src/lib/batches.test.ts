@@ -93,15 +93,18 @@ describe('Batches.add', () => {
     expect(runs.at(-1)).toEqual(['f', 'g', 'h']);
   });
 
-  it('sends every run of a kind to the lane it holds, another kind to the least held lane, and gives a lane back after its last run', async () => {
+  it('sends every run of a kind to the lane it holds, another kind to a lane with room for it, and gives a lane back after its last run', async () => {
     const { batches, lanesOfRuns, lanes, openNext } = recorder({ perRun: 8, atOnce: 2, moreAt: 1, lanes: ['one', 'two'] });
     const k = [batches.add('k', 'a'), batches.add('k', 'b')];
     const j = batches.add('j', 'x');
-    expect(lanesOfRuns).toEqual(['one', 'one', 'two']);
-    for (let i = 0; i < 3; i++) await openNext();
-    await Promise.all([...k, j]);
+    // Two kinds share the first lane (KINDS_PER_LANE); a third takes the next.
+    const i = batches.add('i', 'y');
+    expect(lanesOfRuns).toEqual(['one', 'one', 'one', 'two']);
+    for (let n = 0; n < 4; n++) await openNext();
+    await Promise.all([...k, j, i]);
     await new Promise((r) => setImmediate(r));
-    // Both kinds ended: each gave its lane back, so the next taker gets the first lane again.
+    // Every kind ended: each gave its lane back, so the next takers fill the first lane again.
+    expect(lanes.take()).toBe('one');
     expect(lanes.take()).toBe('one');
     expect(lanes.take()).toBe('two');
   });

@@ -143,19 +143,22 @@ describe('DeliveryBatches', () => {
     expect(got.at(-1)!.todo.endpoint_id).toBe(other.endpointId);
   });
 
-  it("on lanes of one connection each, sends an endpoint's statements to its lane, one behind another in arrival order, and another endpoint's to the next lane", async () => {
+  it("on lanes of one connection each, sends an endpoint's statements to its lane, one behind another in arrival order; a second endpoint shares that lane and a third takes the next", async () => {
     const target = await newTarget();
     const other = await newTarget();
+    const third = await newTarget();
     const connections = [connect(db.url, { max: 1 }), connect(db.url, { max: 1 })];
     try {
       const lanes = connections.map((c) => countingPoolOf(c, (text) => text.includes('insert into todos')));
       const batches = new DeliveryBatches(sql, () => null, new Lanes(lanes.map((l) => l.pool)));
       const pushes = Array.from({ length: MAX_DELIVERIES_PER_STATEMENT + 2 }, (_, i) => batches.insert(delivery(target, `p${i}`, `{"p":${i}}`)));
       pushes.push(batches.insert(delivery(other, 'beside', '{"beside":true}')));
+      pushes.push(batches.insert(delivery(third, 'next', '{"next":true}')));
       const got = await Promise.all(pushes);
       expect(got.every((g) => g.created)).toBe(true);
-      // One alone, then a second statement sent behind it once half a statement waited, then the rest.
-      expect(lanes.map((l) => l.statements())).toEqual([3, 1]);
+      // One alone, then a second statement sent behind it once half a statement waited, then the
+      // rest; the second endpoint's beside them on the same lane (KINDS_PER_LANE), the third's on the next.
+      expect(lanes.map((l) => l.statements())).toEqual([4, 1]);
       // One connection runs them one after the other: the todos are in the order the pushes came.
       const titles = await sql<{ title: string }[]>`select title from todos where endpoint_id = ${target.endpointId} order by seq`;
       expect(titles.map((t) => t.title)).toEqual(Array.from({ length: MAX_DELIVERIES_PER_STATEMENT + 2 }, (_, i) => `issue p${i}`));
