@@ -102,7 +102,7 @@ async function wireCallers(): Promise<{ calls: Call[]; close(): Promise<void> }>
   const target = new URL(url!);
   const sockets = await Promise.all(
     sids.map(async () => {
-      const socket = connect({ host: target.hostname, port: Number(target.port), noDelay: true });
+      const socket = connect({ host: target.hostname.replace(/^\[|\]$/g, ''), port: Number(target.port), noDelay: true });
       await once(socket, 'connect');
       return socket;
     }),

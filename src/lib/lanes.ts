@@ -40,7 +40,7 @@ export class Lanes<L> {
 
 /**
  * Kinds that share one lane before the next is taken. Two: the claim and the held transitions of
- * one endpoint's agents, which alternate, drained 8-10 % faster on one backend than on two
+ * one endpoint's agents, which alternate, drained 3-10 % faster on one backend than on two
  * (docs/performance.md, "Two kinds to a lane"); more would queue busy kinds behind each other.
  */
 export const KINDS_PER_LANE = 2;
