@@ -1,4 +1,11 @@
 /**
+ * Kinds that share one lane before the next is taken. Two: the claim and the held transitions of
+ * one endpoint's agents, which alternate, drained 3-10 % faster on one backend than on two
+ * (docs/performance.md, "Two kinds to a lane"); more would queue busy kinds behind each other.
+ */
+export const KINDS_PER_LANE = 2;
+
+/**
  * A few connections that batched statements of one kind keep to (Batches). A kind takes a lane
  * when its first run starts and gives it back when its last run ends; while it holds the lane,
  * every run of the kind goes there, so a second run is pipelined behind the first on the same
@@ -38,9 +45,3 @@ export class Lanes<L> {
   }
 }
 
-/**
- * Kinds that share one lane before the next is taken. Two: the claim and the held transitions of
- * one endpoint's agents, which alternate, drained 3-10 % faster on one backend than on two
- * (docs/performance.md, "Two kinds to a lane"); more would queue busy kinds behind each other.
- */
-export const KINDS_PER_LANE = 2;
