@@ -60,7 +60,8 @@ export type ProtocolDeps = AgentServices;
 
 /** What the transport knows about one call: when it should stop, and how to keep its session live. */
 export interface CallContext {
-  signal: AbortSignal;
+  /** Its signal is made when first read: most calls never wait on it. */
+  call: { readonly signal: AbortSignal };
   keepAlive(): void;
 }
 
@@ -86,7 +87,15 @@ export async function handleSessionRequest(deps: ProtocolDeps, session: Session,
       const tool = GRANTABLE_TOOLS.get(name) ?? SELF_TOOLS.get(name);
       if (!tool) return rpcError(req.id, INVALID_PARAMS, `Unknown tool: ${name}`);
       const callable = toolsFor(session);
-      const ctx = { ...deps, session, signal: call.signal, keepAlive: call.keepAlive, grantedVerbs: callable.map((t) => t.name) };
+      const ctx = {
+        ...deps,
+        session,
+        get signal() {
+          return call.call.signal;
+        },
+        keepAlive: call.keepAlive,
+        grantedVerbs: callable.map((t) => t.name),
+      };
       if (!callable.includes(tool)) {
         if (!tool.runUngranted) return rpcResult(req.id, toolError(verbNotGranted(name, ctx.grantedVerbs)));
         return rpcResult(req.id, await callTool({ ...tool, run: tool.runUngranted }, ctx, req.params?.arguments));

@@ -208,10 +208,10 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       reply.raw.once('close', gone);
       session.inFlight++;
       try {
-        const answer = await handleSessionRequest(deps, session, incoming.message, { signal: call.signal, keepAlive: () => sessions.touch(session) });
+        const answer = await handleSessionRequest(deps, session, incoming.message, { call, keepAlive: () => sessions.touch(session) });
         // A call ended early (its session ended, the server is stopping, it was cancelled): the
         // connection closes after the answer, so a stopping server is not left waiting on it.
-        if (call.signal.aborted) reply.header('connection', 'close');
+        if (call.aborted) reply.header('connection', 'close');
         return sendRpc(reply, 200, answer);
       } finally {
         session.inFlight--;

@@ -15,9 +15,17 @@ export const GRANTABLE_TOOLS = new Map<string, Tool>([...drainTools, ...webhookT
 /** Verbs every active endpoint has, whatever its scope (the presence and self-test verbs, and whoami). */
 export const SELF_TOOLS = new Map<string, Tool>([...presenceTools, ...doorbellSelfTools, whoamiTool].map((t) => [t.name, t]));
 
+const toolsByGrant = new WeakMap<readonly string[], Tool[]>();
+
+/** The tools a session may call, in tools/list order; worked out once per grant (an endpoint's verbs). */
 export function toolsFor(session: Session): Tool[] {
-  const granted = [...GRANTABLE_TOOLS.values()].filter((t) => session.endpoint.verbs.includes(t.name));
-  return [...granted, ...SELF_TOOLS.values()];
+  const verbs = session.endpoint.verbs;
+  let tools = toolsByGrant.get(verbs);
+  if (!tools) {
+    tools = [...[...GRANTABLE_TOOLS.values()].filter((t) => verbs.includes(t.name)), ...SELF_TOOLS.values()];
+    toolsByGrant.set(verbs, tools);
+  }
+  return tools;
 }
 
 export { callTool, describeTool, toolError, verbNotGranted, type AgentServices, type Tool, type ToolAnnotations, type ToolContext } from './tool.ts';
