@@ -47,8 +47,10 @@ you work the others):
 2. heartbeat before the lease runs out, before slow steps and before anything irreversible.
 3. Finish every claim with complete (optionally with a JSON result), fail (it is retried later
    with backoff), or release (hand it back untouched).
-4. Then claim the next. To wait for work instead of polling, call claim_next with wait (for
-   example "30s", at most 60 s): it returns as soon as a todo is claimable.
+4. Then claim the next. complete and fail take next: true to claim it in the same call (the
+   answer's next is what claim_next would answer). To wait for work instead of polling, call
+   claim_next with wait (for example "30s", at most 60 s): it returns as soon as a todo is
+   claimable.
 If heartbeat, complete, fail or release answers conflict, you no longer hold that todo: stop
 working on it. When several workers share this endpoint, claim with require_fence: true and pass
 the lease_token you get back to every later call.

@@ -3,6 +3,7 @@ import { LIST_MAX_LIMIT } from '../../domain/lifecycle.ts';
 import { TODO_STATE_FILTERS, type TodoStateFilter } from '../../services/todos.ts';
 import type { Worker } from '../../services/todo-work.ts';
 import { defineTool, verbNotGranted, type Tool, type ToolContext } from './tool.ts';
+import { classifyAndLog } from '../../web/errors.ts';
 import { TODO_ID_PATTERN } from '../../domain/ids.ts';
 import { MAX_LEASE_SECONDS } from '../../domain/lifecycle.ts';
 import { LONG_POLL_MAX_SECONDS } from '../../services/claim-waiters.ts';
@@ -54,6 +55,60 @@ const LEASE_ADVICE =
 const ONE_AT_A_TIME =
   'Work one todo at a time: claim ONE, do the work, complete it (or fail or release it), then claim the next. ' +
   'Do not claim several to work later: each claim holds its own 300 s lease, which runs out while you work the others.';
+
+const claimNextInput = z
+  .object({
+    queue: queueArg.optional(),
+    lease_ttl_seconds: leaseTtl,
+    require_fence: z.boolean({ error: 'must be true or false' }).optional(),
+    wait: waitArg,
+  })
+  .strict();
+type ClaimNextArgs = z.infer<typeof claimNextInput>;
+
+/** claim_next's claim, acknowledging the rings it answers: the verb, and `next` on complete and fail. */
+async function claimNextFor(ctx: ToolContext, args: ClaimNextArgs) {
+  const claimed = await ctx.todoWork.claimNext(
+    workerOf(ctx),
+    args.queue,
+    { leaseTtlSeconds: args.lease_ttl_seconds, requireFence: args.require_fence },
+    { waitMs: waitMs(args.wait), signal: ctx.signal, onWaiting: () => ctx.keepAlive() },
+  );
+  if (claimed.ackedRings) await ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
+  return claimed.view;
+}
+
+/**
+ * `next` on complete and fail: once the todo is finished, claim the next one in the same call, as
+ * claim_next would with these arguments (true: none). An agent draining a backlog then spends one
+ * call per todo instead of two. Not on release: the todo handed back would be the one it claims.
+ */
+const nextArg = z
+  .union([z.boolean(), claimNextInput], { error: 'must be true, false, or an object of claim_next arguments (queue, lease_ttl_seconds, require_fence, wait)' })
+  .optional()
+  .describe(
+    'then claim the next todo in the same call: true, or an object of claim_next arguments (queue, lease_ttl_seconds, require_fence, wait); the answer carries claim_next\'s answer as next. Needs claim_next to be granted',
+  );
+
+/** A finishing verb (complete, fail) and, with `next`, the claim after it. */
+async function finishThenClaim<T extends object>(ctx: ToolContext, next: boolean | ClaimNextArgs | undefined, finish: () => Promise<T>) {
+  const claimArgs = next === true ? {} : next || undefined;
+  // Refused before the todo is finished, so a refusal changes nothing.
+  if (claimArgs && !ctx.grantedVerbs.includes('claim_next')) throw verbNotGranted('claim_next', ctx.grantedVerbs);
+  const finished = await finish();
+  if (!claimArgs) return finished;
+  try {
+    return { ...finished, next: await claimNextFor(ctx, claimArgs) };
+  } catch (err) {
+    // The todo is finished whatever the claim did: say so, and why nothing was claimed.
+    const failed = classifyAndLog(err, ctx.log, { tool: 'claim_next', slug: ctx.session.endpoint.slug }, 'next claim failed', () => null);
+    return { ...finished, next: { error: { code: failed.code, message: failed.message } } };
+  }
+}
+
+const NEXT_ADVICE =
+  'With next: true (or claim_next\'s arguments) it then claims your next todo in the same call and answers with it as next ({"empty": true} when there is none): ' +
+  'one call per todo when draining a backlog. A refused finish claims nothing.';
 
 const READS = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
 
@@ -116,23 +171,9 @@ export const drainTools: Tool[] = [
       `After a doorbell or a digest: claim one, finish it, then call claim_next again, until it answers empty. ` +
       `With wait (e.g. "30s", at most ${LONG_POLL_MAX_SECONDS} s) an empty queue is waited on: the call returns as soon as a todo is claimable, or {"empty": true} when the wait ends; ` +
       `at most 8 such waits per endpoint at once.`,
-    input: z
-      .object({
-        queue: queueArg.optional(),
-        lease_ttl_seconds: leaseTtl,
-        require_fence: z.boolean({ error: 'must be true or false' }).optional(),
-        wait: waitArg,
-      })
-      .strict(),
+    input: claimNextInput,
     async run(ctx, args) {
-      const claimed = await ctx.todoWork.claimNext(
-        workerOf(ctx),
-        args.queue,
-        { leaseTtlSeconds: args.lease_ttl_seconds, requireFence: args.require_fence },
-        { waitMs: waitMs(args.wait), signal: ctx.signal, onWaiting: () => ctx.keepAlive() },
-      );
-      if (claimed.ackedRings) await ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
-      return claimed.view;
+      return claimNextFor(ctx, args);
     },
     async runUngranted(ctx, args) {
       const claimed = await ctx.todoWork.claimOwnTest(workerOf(ctx), null, args.queue);
@@ -153,19 +194,19 @@ export const drainTools: Tool[] = [
   defineTool({
     name: 'complete',
     annotations: { title: 'Complete a todo', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
-    description: 'Finish a todo you hold, with an optional JSON result.',
-    input: z.object({ id: todoId, result: anyJson, lease_token: leaseToken }).strict(),
+    description: `Finish a todo you hold, with an optional JSON result. ${NEXT_ADVICE}`,
+    input: z.object({ id: todoId, result: anyJson, lease_token: leaseToken, next: nextArg }).strict(),
     async run(ctx, args) {
-      return ctx.todoWork.complete(workerOf(ctx), args.id, args.result, args.lease_token);
+      return finishThenClaim(ctx, args.next, () => ctx.todoWork.complete(workerOf(ctx), args.id, args.result, args.lease_token));
     },
   }),
   defineTool({
     name: 'fail',
     annotations: { title: 'Fail a todo', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
-    description: 'Give up on a todo you hold for now, with an optional JSON result. It is retried after a backoff (30 s doubling to 15 min) until its attempts are spent; then it is a dead letter.',
-    input: z.object({ id: todoId, result: anyJson, lease_token: leaseToken }).strict(),
+    description: 'Give up on a todo you hold for now, with an optional JSON result. It is retried after a backoff (30 s doubling to 15 min) until its attempts are spent; then it is a dead letter. ' + NEXT_ADVICE,
+    input: z.object({ id: todoId, result: anyJson, lease_token: leaseToken, next: nextArg }).strict(),
     async run(ctx, args) {
-      return ctx.todoWork.fail(workerOf(ctx), args.id, args.result, args.lease_token);
+      return finishThenClaim(ctx, args.next, () => ctx.todoWork.fail(workerOf(ctx), args.id, args.result, args.lease_token));
     },
   }),
   defineTool({
