@@ -98,12 +98,20 @@ export type McpDriverMode = (typeof MCP_DRIVER_MODES)[number];
 export const isDriverMode = (x: unknown): x is McpDriverMode => MCP_DRIVER_MODES.includes(x as McpDriverMode);
 
 /**
+ * How each agent of bench/mcp-driver.ts takes its jobs: `two-calls`, claim_next then complete;
+ * `next`, complete with next, whose finish claims the job after it (one call per job).
+ */
+export const MCP_DRIVER_LOOPS = ['two-calls', 'next'] as const;
+export type McpDriverLoop = (typeof MCP_DRIVER_LOOPS)[number];
+export const isDriverLoop = (x: unknown): x is McpDriverLoop => MCP_DRIVER_LOOPS.includes(x as McpDriverLoop);
+
+/**
  * Drains an endpoint over MCP from bench/mcp-driver.ts in a process of its own. The driver
  * connects and warms up, says so, and starts its clock when told: the CPU counted here (this
  * process, which hosts the server, and PostgreSQL) is the drain's alone, not the warm-up's.
  */
-export async function runMcpDriver(mode: McpDriverMode, url: string, credential: string, workers: number): Promise<DrainResult> {
-  const child = spawn(process.execPath, [TSX_CLI, MCP_DRIVER, mode, url, credential, String(workers)], { stdio: ['pipe', 'pipe', 'inherit'] });
+export async function runMcpDriver(mode: McpDriverMode, url: string, credential: string, workers: number, loop: McpDriverLoop = 'two-calls'): Promise<DrainResult> {
+  const child = spawn(process.execPath, [TSX_CLI, MCP_DRIVER, mode, url, credential, String(workers), loop], { stdio: ['pipe', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.setEncoding('utf8');
   child.stdout.on('data', (chunk: string) => (out += chunk));

@@ -1,6 +1,6 @@
 /**
  * The agents' side of bench/mcp-claim.ts, run in its own process the way real agents are:
- * `workers` MCP sessions draining one endpoint with claim_next + complete. Prints one JSON
+ * `workers` MCP sessions draining one endpoint. Prints one JSON
  * DrainResult on stdout, with the agents' own CPU per job.
  *
  * Before the clock starts the sessions drain WARMUP_JOBS todos (not timed), as every drain it is
@@ -16,19 +16,24 @@
  * bare keep-alive node:http requests; `wire`, the same requests written on keep-alive sockets by
  * hand (wireCallers), the lightest load on the cores this process shares with the server.
  *
- *   tsx bench/mcp-driver.ts <sdk|http|wire> <mcp url> <credential> <workers>
+ * How each agent takes its jobs (McpDriverLoop): `two-calls` (the default), claim_next then
+ * complete; `next`, complete with next: true, whose answer is the next job (one call per job; a
+ * worker's first call is a claim_next, and the todo it holds when the warm-up ends is completed by
+ * its first timed call).
+ *
+ *   tsx bench/mcp-driver.ts <sdk|http|wire> <mcp url> <credential> <workers> [two-calls|next]
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Agent, request } from 'node:http';
 import { once } from 'node:events';
 import { connect } from 'node:net';
-import { MCP_DRIVER_WARM, WARMUP_JOBS, drain, isDriverMode } from './lib.ts';
+import { MCP_DRIVER_WARM, WARMUP_JOBS, drain, isDriverLoop, isDriverMode } from './lib.ts';
 
-const [mode, url, credential, workersArg] = process.argv.slice(2);
+const [mode, url, credential, workersArg, loop = 'two-calls'] = process.argv.slice(2);
 const workers = Number(workersArg);
-if (!isDriverMode(mode) || !url || !credential || !workers) {
-  console.error('usage: tsx bench/mcp-driver.ts <sdk|http|wire> <mcp url> <credential> <workers>');
+if (!isDriverMode(mode) || !url || !credential || !workers || !isDriverLoop(loop)) {
+  console.error('usage: tsx bench/mcp-driver.ts <sdk|http|wire> <mcp url> <credential> <workers> [two-calls|next]');
   process.exit(2);
 }
 
@@ -147,19 +152,31 @@ async function wireCallers(): Promise<{ calls: Call[]; close(): Promise<void> }>
 
 const callers = { sdk: sdkCallers, http: httpCallers, wire: wireCallers }[mode]!;
 const { calls, close } = await callers();
+type ClaimNextAnswer = { empty: boolean; todo?: { id: string } };
 const claimAndComplete = async (w: number) => {
   const call = calls[w]!;
-  const next = (await call('claim_next', {})) as { empty: boolean; todo?: { id: string } };
+  const next = (await call('claim_next', {})) as ClaimNextAnswer;
   if (next.empty) return false;
   await call('complete', { id: next.todo!.id, result: { ok: true } });
   return true;
 };
-await drain(workers, claimAndComplete, WARMUP_JOBS);
+/** The todo each worker holds between its calls (completeWithNext). */
+const held: (string | null)[] = Array.from({ length: workers }, () => null);
+const completeWithNext = async (w: number) => {
+  const call = calls[w]!;
+  const id = held[w];
+  const next = (id ? (await call('complete', { id, result: { ok: true }, next: true })).next : await call('claim_next', {})) as ClaimNextAnswer;
+  if (typeof next.empty !== 'boolean') throw new Error(`the claim after a complete failed: ${JSON.stringify(next)}`);
+  held[w] = next.empty ? null : next.todo!.id;
+  return !next.empty;
+};
+const step = loop === 'next' ? completeWithNext : claimAndComplete;
+await drain(workers, step, WARMUP_JOBS);
 process.stdout.write(`${MCP_DRIVER_WARM}\n`);
 await once(process.stdin, 'data');
 process.stdin.pause();
 const cpu0 = process.cpuUsage();
-const result = await drain(workers, claimAndComplete);
+const result = await drain(workers, step);
 const used = process.cpuUsage(cpu0);
 await close();
 process.stdout.write(`${JSON.stringify({ ...result, agentCpuMs: (used.user + used.system) / 1000 })}\n`);

@@ -3,10 +3,11 @@
  *  1. claim throughput: the same number of jobs drained by `workers` concurrent workers from
  *     (a) Switchboard's store in process, (b) Switchboard over MCP HTTP (bare HTTP from a
  *     separate process, SDK-free: requests written on keep-alive sockets, bench/mcp-driver.ts),
- *     (c) pg-boss (fetch + complete),
+ *     claim_next then complete, and again with each job's complete {next: true} claiming the
+ *     next (one call per job), (c) pg-boss (fetch + complete),
  *     (d) graphile-worker; each first drains WARMUP_JOBS untimed from the same queue;
  *     beside it, a side run on a shallow queue (`--sdk-jobs` each) of the MCP SDK `Client`, a
- *     node:http client, bare HTTP and pg-boss: a client's own per-call cost is not the server's,
+ *     node:http client, bare HTTP (both loops) and pg-boss: a client's own per-call cost is not the server's,
  *     and pg-boss's fetch slows with the queue's depth;
  *  2. add-to-wake latency: a todo pushed to a connected agent until its doorbell arrives, beside
  *     graphile-worker's add-to-start latency;
@@ -32,7 +33,7 @@ import { insertEventAndTodo } from '../src/store/todos/index.ts';
 import { connectAgent } from '../test/support/agents.ts';
 import type { Sql } from '../src/db/connect.ts';
 import { graphileDrain, quiet } from './graphile.ts';
-import { WARMUP_JOBS, cpuTotal, freshStatistics, runMcpDriver, storeDrain, type McpDriverMode, warmedDrain, withLanes, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
+import { WARMUP_JOBS, cpuTotal, freshStatistics, runMcpDriver, storeDrain, type McpDriverMode, type McpDriverLoop, warmedDrain, withLanes, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -143,11 +144,13 @@ async function main(): Promise<void> {
     // 1. Claim throughput: each path drains its own JOBS todos (or jobs), one path at a time.
     const direct = await endpoint('direct', JOBS);
     const store = await withLanes(cluster.url, (lanes) => storeDrain(sql, lanes, direct.endpoint, WORKERS));
-    const mcp = async (mode: McpDriverMode, name: string, jobs: number) => {
+    const mcp = async (mode: McpDriverMode, name: string, jobs: number, loop: McpDriverLoop = 'two-calls') => {
       const ep = await endpoint(name, jobs);
-      return runMcpDriver(mode, `${app.baseUrl}/mcp/${ep.endpoint.slug}`, ep.credential, WORKERS);
+      return runMcpDriver(mode, `${app.baseUrl}/mcp/${ep.endpoint.slug}`, ep.credential, WORKERS, loop);
     };
     const bare = await mcp('wire', 'wire', JOBS);
+    // The same agents finishing each job with complete {next: true}: one call per job.
+    const bareNext = await mcp('wire', 'wire-next', JOBS, 'next');
     const boss = await pgBossDrain(sql, cluster.url, 'bench', JOBS);
     const graphile = await graphileDrain(cluster.url, JOBS, WORKERS);
     // The SDK client and node:http beside bare HTTP and pg-boss on a shallow queue: each client's
@@ -156,6 +159,7 @@ async function main(): Promise<void> {
     const sdkSide = await mcp('sdk', 'sdk-side', SDK_JOBS);
     const httpSide = await mcp('http', 'http-side', SDK_JOBS);
     const bareSide = await mcp('wire', 'wire-side', SDK_JOBS);
+    const bareNextSide = await mcp('wire', 'wire-next-side', SDK_JOBS, 'next');
     const bossSide = await pgBossDrain(sql, cluster.url, 'bench-side', SDK_JOBS);
 
     const graphileWake = await graphileAddToStart(cluster.url);
@@ -185,6 +189,7 @@ async function main(): Promise<void> {
     console.table([
       row('Switchboard store, in process', store),
       row('Switchboard MCP over HTTP (bare, SDK-free)', bare),
+      row('Switchboard MCP, complete with next (one call per job)', bareNext),
       row('pg-boss 10 fetch + complete', boss),
       row('graphile-worker 0.16', graphile),
     ]);
@@ -196,6 +201,7 @@ async function main(): Promise<void> {
       sideRow('Switchboard MCP, SDK Client', sdkSide),
       sideRow('Switchboard MCP, node:http client', httpSide),
       sideRow('Switchboard MCP, bare HTTP', bareSide),
+      sideRow('Switchboard MCP, bare HTTP, complete with next', bareNextSide),
       sideRow('pg-boss 10 fetch + complete', bossSide),
     ]);
     console.table([
@@ -226,13 +232,15 @@ async function main(): Promise<void> {
 
     const storeMet = rate(store) >= TARGETS.storeToGraphile * rate(graphile);
     const mcpGraphileMet = rate(bare) >= TARGETS.mcpToGraphile * rate(graphile);
+    const mcpNextGraphileMet = rate(bareNext) >= TARGETS.mcpToGraphile * rate(graphile);
     const sideMet = rate(bareSide) >= TARGETS.mcpToPgboss * rate(bossSide);
     const yes = (met: boolean) => (met ? 'met' : 'NOT met');
     console.log(
       `Targets (issue 20, stated at 20,000 jobs x 8 workers; this run ${JOBS} x ${WORKERS}): ` +
         `store >= ${TARGETS.storeToGraphile}x graphile-worker ${yes(storeMet)} (${(rate(store) / rate(graphile)).toFixed(2)}x); ` +
         `MCP >= ${TARGETS.mcpToPgboss}x pg-boss ${yes(mcpMet)} at ${JOBS} (${(rate(bare) / rate(boss)).toFixed(2)}x), ${yes(sideMet)} at ${SDK_JOBS} (${(rate(bareSide) / rate(bossSide)).toFixed(2)}x); ` +
-        `MCP >= ${TARGETS.mcpToGraphile}x graphile-worker ${yes(mcpGraphileMet)} (${(rate(bare) / rate(graphile)).toFixed(2)}x).`,
+        `MCP >= ${TARGETS.mcpToGraphile}x graphile-worker ${yes(mcpGraphileMet)} (${(rate(bare) / rate(graphile)).toFixed(2)}x) with claim_next + complete, ` +
+        `${yes(mcpNextGraphileMet)} (${(rate(bareNext) / rate(graphile)).toFixed(2)}x) with complete {next: true}.`,
     );
     const drained = (prefix: string, r: DrainResult) => ({
       [`${prefix}_jobs_per_second`]: figure(rate(r), 1),
@@ -258,6 +266,7 @@ async function main(): Promise<void> {
         warmup_jobs: WARMUP_JOBS,
         ...drained('store', store),
         ...drained('mcp', bare),
+        ...drained('mcp_next', bareNext),
         ...drained('pgboss', boss),
         ...drained('graphile', graphile),
         store_ratio_to_graphile: ratio(store, graphile),
@@ -267,14 +276,20 @@ async function main(): Promise<void> {
         mcp_ratio_to_graphile: ratio(bare, graphile),
         mcp_ratio_to_pgboss: ratio(bare, boss),
         mcp_ratio_to_store: ratio(bare, store),
+        mcp_next_ratio_to_graphile: ratio(bareNext, graphile),
+        mcp_next_ratio_to_pgboss: ratio(bareNext, boss),
+        mcp_next_ratio_to_mcp: ratio(bareNext, bare),
+        mcp_next_cpu_ratio_to_graphile: figure(cpuTotal(bareNext) / cpuTotal(graphile), 4),
         pgboss_ratio_to_graphile: ratio(boss, graphile),
         ...drained('side_mcp', bareSide),
         ...drained('side_sdk', sdkSide),
         ...drained('side_http', httpSide),
+        ...drained('side_mcp_next', bareNextSide),
         ...drained('side_pgboss', bossSide),
         side_mcp_ratio_to_pgboss: ratio(bareSide, bossSide),
         side_sdk_ratio_to_pgboss: ratio(sdkSide, bossSide),
         side_http_ratio_to_pgboss: ratio(httpSide, bossSide),
+        side_mcp_next_ratio_to_pgboss: ratio(bareNextSide, bossSide),
         wake_p50_ms: figure(percentile(wake, 50)),
         wake_p99_ms: figure(percentile(wake, 99)),
         graphile_add_to_start_p50_ms: figure(percentile(graphileWake, 50)),
@@ -288,6 +303,7 @@ async function main(): Promise<void> {
         target_mcp_to_pgboss_met: mcpMet,
         target_side_mcp_to_pgboss_met: sideMet,
         target_mcp_to_graphile_met: mcpGraphileMet,
+        target_mcp_next_to_graphile_met: mcpNextGraphileMet,
       });
 
     const jobsFigure = (r: DrainResult) => `${Math.round(rate(r))} jobs/s, p99 ${r.p99.toFixed(1)} ms${r.cpu ? `, CPU ${cpuTotal(r).toFixed(2)} ms/job` : ''}`;
@@ -295,6 +311,13 @@ async function main(): Promise<void> {
     summarize('peers', pgVersion, [
       { figure: `claim, store in process (${JOBS} jobs, ${WORKERS} workers)`, value: jobsFigure(store), vsPgbench: vs(store) },
       { figure: `claim, MCP over HTTP (${JOBS} jobs, ${WORKERS} workers)`, value: jobsFigure(bare), vsPgbench: vs(bare), target: '>= pg-boss', met: mcpMet },
+      {
+        figure: `claim, MCP over HTTP, complete with next (${JOBS} jobs, ${WORKERS} workers)`,
+        value: jobsFigure(bareNext),
+        vsPgbench: vs(bareNext),
+        target: `>= ${TARGETS.mcpToGraphile}x graphile-worker`,
+        met: mcpNextGraphileMet,
+      },
       { figure: `claim, pg-boss 10 (${JOBS} jobs)`, value: jobsFigure(boss), vsPgbench: vs(boss) },
       { figure: `claim, graphile-worker 0.16 (${JOBS} jobs)`, value: jobsFigure(graphile), vsPgbench: vs(graphile) },
       {
@@ -303,6 +326,11 @@ async function main(): Promise<void> {
         vsPgbench: `${pctOf(rate(bareSide), pg.tps, 1)} (${pctOf(rate(bareSide), rate(bossSide))} of pg-boss at ${SDK_JOBS})`,
         target: '>= pg-boss',
         met: rate(bareSide) >= rate(bossSide),
+      },
+      {
+        figure: `claim, MCP over HTTP, complete with next (side run, ${SDK_JOBS} jobs)`,
+        value: jobsFigure(bareNextSide),
+        vsPgbench: `${pctOf(rate(bareNextSide), pg.tps, 1)} (${pctOf(rate(bareNextSide), rate(bossSide))} of pg-boss at ${SDK_JOBS})`,
       },
       {
         figure: `claim, MCP node:http client (side run, ${SDK_JOBS} jobs)`,
