@@ -64,6 +64,17 @@ describe('complete with next', () => {
     expect(await a.call('complete', { id: inbox, lease_token: answer.next.lease_token })).toMatchObject({ id: inbox, state: 'done' });
   });
 
+  it('with next.wait, waits for work after the finish and claims what is pushed meanwhile', async () => {
+    const e = await vend(api, { name: 'next-wait', queues: ['work'] });
+    const a = await fixture.agent(e);
+    const held = (await push(api, e, { queue: 'work', title: 'held' })).id;
+    await a.call('claim', { id: held });
+    const answering = a.call('complete', { id: held, next: { wait: '20s' } });
+    await until(async () => (await stateOf(held)).state === 'done' && app.sessions.all().some((s) => s.id === a.sessionId && s.inFlight === 1), 'the finish, then the wait');
+    const later = (await push(api, e, { queue: 'work', title: 'later' })).id;
+    expect(await answering).toMatchObject({ id: held, state: 'done', next: { empty: false, todo: { id: later } } });
+  });
+
   it("acknowledges the doorbell of the todo it claims, as claim_next does", async () => {
     const e = await vend(api, { name: 'next-ack', queues: ['work'] });
     const a = await fixture.agent(e);

@@ -72,7 +72,8 @@ async function claimNextFor(ctx: ToolContext, args: ClaimNextArgs) {
     workerOf(ctx),
     args.queue,
     { leaseTtlSeconds: args.lease_ttl_seconds, requireFence: args.require_fence },
-    { waitMs: waitMs(args.wait), signal: ctx.signal, onWaiting: () => ctx.keepAlive() },
+    // Only a wait reads the call's signal: reading it makes one.
+    args.wait ? { waitMs: waitMs(args.wait), signal: ctx.signal, onWaiting: () => ctx.keepAlive() } : undefined,
   );
   if (claimed.ackedRings) await ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
   return claimed.view;
