@@ -12,6 +12,9 @@ import { connect, connectLanes, type Sql } from '../src/db/connect.ts';
 import { Lanes } from '../src/lib/lanes.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { systemClock } from '../src/lib/clock.ts';
+import { startApp, type App } from '../src/app.ts';
+import { loadConfig } from '../src/config.ts';
+import { createLogger } from '../src/lib/log.ts';
 import { ClaimNext, HeldTransitions, type Caller } from '../src/store/todos/index.ts';
 
 const execFileAsync = promisify(execFile);
@@ -126,6 +129,20 @@ export async function runMcpDriver(mode: McpDriverMode, url: string, credential:
   if (code !== 0) throw new Error(`mcp-driver exited with ${code}`);
   const { agentCpuMs, ...result } = JSON.parse(out.trim().split('\n').pop()!) as DrainResult & { agentCpuMs: number };
   return { ...result, cpu: { ...spent(result.done), agents: agentCpuMs / Math.max(1, result.done) } };
+}
+
+/** No MCP rate limit: a bench's eight agents call far above a real endpoint's 20/s. */
+const UNLIMITED = { rate: 1e9, burst: 1e9 };
+
+/** A Switchboard server on the bench's cluster, on a loopback port, its loops off, for MCP drains. */
+export function startBenchApp(clusterUrl: string): Promise<App> {
+  return startApp({
+    config: loadConfig({ SWITCHBOARD_DATABASE_URL: clusterUrl, SWITCHBOARD_LISTEN: '127.0.0.1:0' }),
+    clock: systemClock,
+    log: createLogger('warn', process.stderr),
+    loops: false,
+    mcpLimits: { ip: UNLIMITED, endpoint: UNLIMITED },
+  });
 }
 
 /** The line bench/mcp-driver.ts prints once its sessions are warm; it then waits for a line on stdin. */

@@ -23,17 +23,14 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { makeWorkerUtils, run } from 'graphile-worker';
 import PgBoss from 'pg-boss';
-import { startApp } from '../src/app.ts';
 import { systemClock } from '../src/lib/clock.ts';
-import { loadConfig } from '../src/config.ts';
-import { createLogger } from '../src/lib/log.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { insertEventAndTodo } from '../src/store/todos/index.ts';
 import { connectAgent } from '../test/support/agents.ts';
 import type { Sql } from '../src/db/connect.ts';
 import { graphileDrain, quiet } from './graphile.ts';
-import { WARMUP_JOBS, cpuTotal, freshStatistics, runMcpDriver, storeDrain, type McpDriverMode, type McpDriverLoop, warmedDrain, withLanes, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
+import { WARMUP_JOBS, cpuTotal, freshStatistics, runMcpDriver, startBenchApp, storeDrain, type McpDriverMode, type McpDriverLoop, warmedDrain, withLanes, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -50,7 +47,6 @@ const WORKERS = Number(values.workers);
 const PINGS = Number(values.pings);
 const SDK_JOBS = Number(values['sdk-jobs']);
 const PGBENCH_SECONDS = Number(values['pgbench-seconds']);
-const UNLIMITED = { rate: 1e9, burst: 1e9 };
 
 /**
  * pg-boss's fetch sorts every queued job of the queue (its index is on name and start_after, the
@@ -106,13 +102,7 @@ const TARGETS = { storeToGraphile: 1.0, mcpToPgboss: 1.0, mcpToGraphile: 0.5 };
 async function main(): Promise<void> {
   let json: (() => void) | undefined;
   await withBenchDatabase(20, async ({ cluster, sql, pgVersion }) => {
-    const app = await startApp({
-      config: loadConfig({ SWITCHBOARD_DATABASE_URL: cluster.url, SWITCHBOARD_LISTEN: '127.0.0.1:0' }),
-      clock: systemClock,
-      log: createLogger('warn', process.stderr),
-      loops: false,
-      mcpLimits: { ip: UNLIMITED, endpoint: UNLIMITED },
-    });
+    const app = await startBenchApp(cluster.url);
     const human = await addHuman(sql, { handle: 'bench' });
     const endpoint = async (name: string, jobs: number) => {
       const v = await vendEndpoint(sql, human.id, { name, queues: ['work'] }, systemClock.now());
