@@ -1,5 +1,5 @@
 import { arg, compiledPer } from '../../db/compiled.ts';
-import type { Sql } from '../../db/connect.ts';
+import type { Fragment, Sql } from '../../db/connect.ts';
 import { Batches, gatheredRuns, type Waiting } from '../../lib/batches.ts';
 import { Lanes } from '../../lib/lanes.ts';
 import { RESERVED_QUEUE } from '../../domain/scope.ts';
@@ -170,7 +170,23 @@ interface ClaimNextArgs extends Record<string, unknown> {
 /** claim_next's statement for a number of queues and of seats, composed once (src/db/compiled.ts). */
 const claimNextStatement = compiledPer<{ queues: number; seats: number }, ClaimNextArgs>(
   (v) => `${v.queues}/${v.seats}`,
-  (sql, { queues: queueCount, seats }) => {
+  (sql, { queues, seats }) =>
+    sql`
+      with ${claimNextCtes(sql, {
+        queueCount: queues,
+        seats: sql`unnest(${arg<string[]>('sessions')}::text[], ${arg<string[]>('hashes')}::text[]) with ordinality as u(session, hash, seat)`,
+        upTo: seats,
+      })}, ${withAcknowledgements(sql, arg<Date>('now'))}`,
+);
+
+/**
+ * claim_next's CTEs, ending with `claimed` (the claimed rows, `t.*` and their `seat`), for a
+ * statement composed with the args of ClaimNextArgs but `sessions` and `hashes`: `seats` is a from
+ * item of the claims' (session, hash, seat), seats numbered from 1 in claim order, and `upTo` how
+ * many todos to take at most (a count, or a query of one). `excluded` (a query of ids) is left out of the candidates.
+ */
+export function claimNextCtes(sql: Sql, opts: { queueCount: number; seats: Fragment; upTo: number | Fragment; excluded?: Fragment }): Fragment {
+  const upTo = typeof opts.upTo === 'number' ? sql.unsafe(String(opts.upTo)) : opts.upTo;
   const now = arg<Date>('now');
   const caller: Caller = { endpointId: arg('endpoint'), owner: arg('owner'), queues: [] };
   const eligible = sql`endpoint_id = ${caller.endpointId} and not synthetic and (assignee is null or assignee = ${caller.owner})`;
@@ -182,7 +198,7 @@ const claimNextStatement = compiledPer<{ queues: number; seats: number }, ClaimN
   const first = sql`order by priority desc, created_at, seq limit ${sql.unsafe(String(CLAIM_CANDIDATES))}`;
   const branches = [
     ...Array.from(
-      { length: queueCount },
+      { length: opts.queueCount },
       (_, i) => sql`(select ${cols} from todos where ${eligible} and queue = (${queues}::text[])[${sql.unsafe(String(i + 1))}] and ${states.pending} ${first})`,
     ),
     sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueDelay} ${first})`,
@@ -190,12 +206,12 @@ const claimNextStatement = compiledPer<{ queues: number; seats: number }, ClaimN
     sql`(select ${cols} from todos where ${eligible} and ${inWanted} and ${states.dueRetry} ${first})`,
   ];
   const candidates = branches.reduce((all, b) => sql`${all} union all ${b}`);
-  const upTo = sql.unsafe(String(seats));
+  const notExcluded = opts.excluded ? sql`and t.id not in (${opts.excluded})` : sql``;
   // The endpoint's ringing self-test comes before real work (it takes the first seat); when
   // there is one and one seat, the limit stops the append before the real candidates are
   // scanned or locked. Seat i takes the i-th todo picked.
   return sql`
-    with own_test as materialized (
+    own_test as materialized (
       select t.id from todos t where ${ownSelfTest(sql, caller, selfTestRinging(sql, now), queues, now)}
       for update skip locked
     ), picked as materialized (
@@ -203,7 +219,7 @@ const claimNextStatement = compiledPer<{ queues: number; seats: number }, ClaimN
       union all
       (select l.id from (${candidates}) c
        cross join lateral (
-         select t.id from todos t where t.id = c.id and ${claimable(sql, caller.owner, now)}
+         select t.id from todos t where t.id = c.id ${notExcluded} and ${claimable(sql, caller.owner, now)}
          for update skip locked
        ) l
        order by c.priority desc, c.created_at, c.seq
@@ -212,14 +228,13 @@ const claimNextStatement = compiledPer<{ queues: number; seats: number }, ClaimN
     ), seated as (
       select p.id, u.session, u.hash, u.seat
       from (select id, row_number() over () as seat from picked) p
-      join unnest(${arg<string[]>('sessions')}::text[], ${arg<string[]>('hashes')}::text[]) with ordinality as u(session, hash, seat) using (seat)
+      join ${opts.seats} using (seat)
     ), claimed as (
       update todos t set ${claimSet(sql, caller.owner, sql`s.session`, sql`s.hash`, now, arg<number>('lease'))}
       from seated s where t.id = s.id
       returning t.*, s.seat
-    ), ${withAcknowledgements(sql, now)}`;
-  },
-);
+    )`;
+}
 
 /** How many times claim_next looks again (after 10, 20, 30 ms) when it skipped only rows locked by someone else. */
 const CLAIM_LOCK_RETRIES = 3;

@@ -40,6 +40,12 @@ export type ClaimedTodo = TodoRow & { acked_rings: AckedRing[] };
  * 6 ms per claim with 50,000 of them (src/store/plans.test.ts holds the plan).
  */
 export const withAcknowledgements = (sql: Sql | TxSql, now: Date) => sql`
+  ${acknowledgements(sql, now)}
+  select c.*, c.event_id::text as event_id, ${ackedRingsOf(sql, 'c')} as acked_rings
+  from claimed c`;
+
+/** The CTEs of withAcknowledgements (`acked`, `tested`), for a statement that ends with its own select. */
+export const acknowledgements = (sql: Sql | TxSql, now: Date) => sql`
   acked as (
     update doorbell_rings r set ${acknowledgeRing(sql, 'claim', sql`c.claimed_session_id`, now)}
     from claimed c cross join lateral (
@@ -56,10 +62,11 @@ export const withAcknowledgements = (sql: Sql | TxSql, now: Date) => sql`
     update doorbell_tests d set claimed_at = ${now}
     from claimed c where c.synthetic and d.endpoint_id = c.endpoint_id and d.todo_id = c.id and d.claimed_at is null
     returning d.test_id
-  )
-  select c.*, c.event_id::text as event_id,
-    coalesce((select jsonb_agg(to_jsonb(a) - 'claimed_id') from acked a where a.claimed_id = c.id), '[]'::jsonb) as acked_rings
-  from claimed c`;
+  )`;
+
+/** The rings `acknowledgements` acknowledged for the claimed row `alias`, as a JSON array. */
+export const ackedRingsOf = (sql: Sql | TxSql, alias: string) =>
+  sql`coalesce((select jsonb_agg(to_jsonb(a) - 'claimed_id') from acked a where a.claimed_id = ${sql.unsafe(alias)}.id), '[]'::jsonb)`;
 
 /**
  * Claims one todo by id. With `leaseTokenHash` the claim is fenced: every later transition must
