@@ -4,6 +4,7 @@ import { LIST_DEFAULT_LIMIT, leaseSeconds } from '../domain/lifecycle.ts';
 import { rfc3339 } from '../domain/time.ts';
 import {
   ClaimNext,
+  FinishThenClaim,
   claimOwnTestTodo,
   claimTodo,
   fullTodo,
@@ -13,6 +14,7 @@ import {
   summarizeTodo,
   type Caller,
   type ClaimedTodo,
+  type Finish,
   type TodoMetaRow,
   type TodoRow,
   type TodoStateFilter,
@@ -21,6 +23,8 @@ import { decodeCursor, encodeCursor } from '../domain/todo-cursor.ts';
 import type { ServiceBase } from './base.ts';
 import { ClaimWaiters, LONG_POLL_RECHECK_MS } from './claim-waiters.ts';
 import type { WakeupHandlers } from './wakeups.ts';
+
+export type { Finish };
 
 /** The agent working a queue: its endpoint, its agent, its granted queues and the session acting. */
 export interface Worker {
@@ -72,6 +76,13 @@ function withFailureFields(t: TodoMetaRow) {
   };
 }
 
+/** claim_next's answer for a todo it claimed (a self-test's claim completed it), with the rings the claim acknowledged. */
+function nextClaimed(row: ClaimedTodo, fence: { token?: string }) {
+  if (row.synthetic) return { view: { empty: false, todo: selfTestView(row) }, ackedRings: row.acked_rings };
+  const view = fence.token ? { empty: false, todo: fullTodo(row), lease_token: fence.token } : { empty: false, todo: fullTodo(row) };
+  return { view, ackedRings: row.acked_rings };
+}
+
 /**
  * What an agent does with todos on its own queues: list, read, claim (by id or the next one),
  * heartbeat, and end a claim (complete, fail, release). Results are the agent-facing views; a
@@ -83,6 +94,8 @@ export class TodoWork {
   readonly #claimNext: ClaimNext;
   /** Heartbeat, complete, fail and release, batched the same way. */
   readonly #held: HeldTransitions;
+  /** complete and fail with the claim after them, in one statement, batched the same way. */
+  readonly #finishThenClaim: FinishThenClaim;
 
   constructor(
     private readonly base: ServiceBase,
@@ -91,6 +104,7 @@ export class TodoWork {
     this.waiters = opts.waiters ?? new ClaimWaiters();
     this.#claimNext = new ClaimNext(base.sql, base.lanes);
     this.#held = new HeldTransitions(base.sql, base.lanes);
+    this.#finishThenClaim = new FinishThenClaim(base.sql, base.lanes);
   }
 
   /** Long-polling claims wake on todo_ready, from whichever instance it came. */
@@ -197,9 +211,26 @@ export class TodoWork {
     const fence = mintFence(opts.requireFence);
     const row = await this.#claimNext.claim(callerOf(w), queues, leaseSeconds(opts.leaseTtlSeconds), this.base.clock.now(), fence.hash);
     if (!row) return { view: { empty: true }, ackedRings: null };
-    if (row.synthetic) return { view: { empty: false, todo: selfTestView(row) }, ackedRings: row.acked_rings };
-    const view = fence.token ? { empty: false, todo: fullTodo(row), lease_token: fence.token } : { empty: false, todo: fullTodo(row) };
-    return { view, ackedRings: row.acked_rings };
+    return nextClaimed(row, fence);
+  }
+
+  /**
+   * complete or fail, and then claim_next's claim for the same worker (`queue` and `opts` as
+   * claim_next takes them), in one statement: the finished todo's view, and `next`, claim_next's
+   * answer, or null when nothing was claimable at once (the caller goes on with claimNext, which
+   * looks again past locked rows and may wait). A queue not granted is refused before the finish.
+   */
+  async finishThenClaimNext(w: Worker, what: Finish, id: string, result: unknown, leaseToken: string | undefined, queue: string | undefined, opts: LeaseOptions) {
+    const queues = this.#queues(w, queue);
+    const fence = mintFence(opts.requireFence);
+    const call = { id, result, now: this.base.clock.now(), leaseTokenHash: hashToken(leaseToken) };
+    const next = { queues, leaseSecs: leaseSeconds(opts.leaseTtlSeconds), session: w.sessionId, leaseTokenHash: fence.hash };
+    const both = this.#finishThenClaim.add(callerOf(w), what, call, next);
+    const { finished, claimed } = both ? await both : { finished: await this.#held[what](callerOf(w), call), claimed: null };
+    return {
+      finished: what === 'complete' ? summarizeTodo(finished) : withFailureFields(finished),
+      next: claimed ? nextClaimed(claimed, fence) : null,
+    };
   }
 
   async heartbeat(w: Worker, id: string, leaseTtlSeconds: number | undefined, leaseToken: string | undefined) {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { LIST_MAX_LIMIT } from '../../domain/lifecycle.ts';
 import { TODO_STATE_FILTERS, type TodoStateFilter } from '../../services/todos.ts';
-import type { Worker } from '../../services/todo-work.ts';
+import type { Finish, Worker } from '../../services/todo-work.ts';
 import { defineTool, verbNotGranted, type Tool, type ToolContext } from './tool.ts';
 import { classifyAndLog } from '../../web/errors.ts';
 import { TODO_ID_PATTERN } from '../../domain/ids.ts';
@@ -91,15 +91,21 @@ const nextArg = z
     'then claim the next todo in the same call: true, or an object of claim_next arguments (queue, lease_ttl_seconds, require_fence, wait); the answer carries claim_next\'s answer as next. Needs claim_next to be granted',
   );
 
-/** A finishing verb (complete, fail) and, with `next`, the claim after it. */
-async function finishThenClaim<T extends object>(ctx: ToolContext, next: boolean | ClaimNextArgs | undefined, finish: () => Promise<T>) {
-  const claimArgs = next === true ? {} : next || undefined;
+/**
+ * complete or fail and, with `next`, the claim after it: both in one statement when a todo is
+ * claimable at once, else the finish and then claim_next's own path (which may wait).
+ */
+async function finishThenClaim(ctx: ToolContext, what: Finish, args: { id: string; result?: unknown; lease_token?: string; next?: boolean | ClaimNextArgs }) {
+  const claimArgs = args.next === true ? {} : args.next || undefined;
+  if (!claimArgs) return ctx.todoWork[what](workerOf(ctx), args.id, args.result, args.lease_token);
   // Refused before the todo is finished, so a refusal changes nothing.
-  if (claimArgs && !ctx.grantedVerbs.includes('claim_next')) throw verbNotGranted('claim_next', ctx.grantedVerbs);
-  const finished = await finish();
-  if (!claimArgs) return finished;
+  if (!ctx.grantedVerbs.includes('claim_next')) throw verbNotGranted('claim_next', ctx.grantedVerbs);
+  const lease = { leaseTtlSeconds: claimArgs.lease_ttl_seconds, requireFence: claimArgs.require_fence };
+  const { finished, next } = await ctx.todoWork.finishThenClaimNext(workerOf(ctx), what, args.id, args.result, args.lease_token, claimArgs.queue, lease);
   try {
-    return { ...finished, next: await claimNextFor(ctx, claimArgs) };
+    if (!next) return { ...finished, next: await claimNextFor(ctx, claimArgs) };
+    await ctx.acks.acknowledged(ctx.session, next.ackedRings, 'claim');
+    return { ...finished, next: next.view };
   } catch (err) {
     // The todo is finished whatever the claim did: say so, and why nothing was claimed.
     const failed = classifyAndLog(err, ctx.log, { tool: 'claim_next', slug: ctx.session.endpoint.slug }, 'next claim failed', () => null);
@@ -198,7 +204,7 @@ export const drainTools: Tool[] = [
     description: `Finish a todo you hold, with an optional JSON result. ${NEXT_ADVICE}`,
     input: z.object({ id: todoId, result: anyJson, lease_token: leaseToken, next: nextArg }).strict(),
     async run(ctx, args) {
-      return finishThenClaim(ctx, args.next, () => ctx.todoWork.complete(workerOf(ctx), args.id, args.result, args.lease_token));
+      return finishThenClaim(ctx, 'complete', args);
     },
   }),
   defineTool({
@@ -207,7 +213,7 @@ export const drainTools: Tool[] = [
     description: 'Give up on a todo you hold for now, with an optional JSON result. It is retried after a backoff (30 s doubling to 15 min) until its attempts are spent; then it is a dead letter. ' + NEXT_ADVICE,
     input: z.object({ id: todoId, result: anyJson, lease_token: leaseToken, next: nextArg }).strict(),
     async run(ctx, args) {
-      return finishThenClaim(ctx, args.next, () => ctx.todoWork.fail(workerOf(ctx), args.id, args.result, args.lease_token));
+      return finishThenClaim(ctx, 'fail', args);
     },
   }),
   defineTool({

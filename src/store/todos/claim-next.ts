@@ -59,7 +59,7 @@ async function lookAgain(
   return row ?? lookAgain(sql, caller, wanted, leaseSecs, now, leaseTokenHash, attempt + 1);
 }
 
-const wantedQueues = (queues: readonly string[]): string[] => [...new Set(queues)].filter((q) => q !== RESERVED_QUEUE);
+export const wantedQueues = (queues: readonly string[]): string[] => [...new Set(queues)].filter((q) => q !== RESERVED_QUEUE);
 
 /** One claim of a statement that takes several: the session that claims and its fence's hash. */
 interface ClaimSeat {

@@ -23,6 +23,7 @@ export { SELF_TEST_RESULT, claimOwnTestTodo, claimTodo, type ClaimedTodo } from 
 export { ClaimNext, MAX_CLAIMS_PER_STATEMENT, claimNextTodo } from './claim-next.ts';
 export { completeTodo, failTodo, heartbeatTodo, releaseTodo } from './transitions.ts';
 export { HeldTransitions, MAX_TRANSITIONS_PER_STATEMENT } from './held-batches.ts';
+export { FinishThenClaim, type Finish, type Finished, type NextClaim } from './finish-then-claim.ts';
 export { reapExpiredLeasesUnscoped, releaseDueDelayedUnscoped, requeueDueRetriesUnscoped } from './sweeps.ts';
 export { cancelTodo, retryTodo, type Canceler } from './operator.ts';
 export { getTodo, listTodos, queueStatsUnscoped, todoQueueUnscoped, type ListFilter, type PageKey } from './reads.ts';

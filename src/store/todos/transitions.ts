@@ -1,5 +1,5 @@
 import { argsOf, compiledPer, rowsBucket } from '../../db/compiled.ts';
-import type { Sql, TxSql } from '../../db/connect.ts';
+import type { Fragment, Sql, TxSql } from '../../db/connect.ts';
 import type { SwitchboardError } from '../../domain/errors.ts';
 import { retryBackoffSeconds } from '../../domain/lifecycle.ts';
 import { refusal, withinReach, type Caller } from './reach.ts';
@@ -67,30 +67,32 @@ function assignments(sql: Sql, what: Transition) {
 /** Each transition's statement for each number of rows, composed once (src/db/compiled.ts). */
 const heldStatement = compiledPer<{ what: Transition; rows: number }, HeldArgs>(
   (v) => `${v.what}/${rowsBucket(v.rows)}`,
-  (sql, { what, rows }) => {
-    const caller: Caller = { endpointId: a('endpoint'), owner: a('owner'), queues: a('queues') as unknown as string[] };
-    // The todo's id comes from the row: a fragment where withinReach takes a value.
-    const rowTodo = sql`r.todo_id` as unknown as string;
-    return sql`
-      update todos set ${assignments(sql, what)}
-      from (
-        select * from jsonb_to_recordset(${a('rows')}::text::jsonb)
-          as r(n int, todo_id text, lease_hash text, at timestamptz, lease_secs int, outcome jsonb)
-        -- The planner takes a set-returning function for 100 rows; a literal limit tells it how few.
-        limit ${sql.unsafe(String(rowsBucket(rows)))}
-      ) r
-      where ${withinReach(sql, caller, rowTodo)} and state = 'claimed' and owner = ${caller.owner}::text
-        and lease_token_hash is not distinct from r.lease_hash
-      returning ${sql.unsafe(todoMetaColumns('todos'))}, r.n`;
-  },
+  (sql, { what, rows }) => heldUpdate(sql, what, rows, { endpointId: a('endpoint'), owner: a('owner'), queues: a('queues') as unknown as string[] }),
 );
 
 /**
- * Runs one transition for several todos of one caller in one statement. `[i]` is call i's todo
- * after it, or undefined when the caller did not hold it (heldRefusal says why). No two calls may
- * name the same todo.
+ * A transition's UPDATE for up to `rows` input rows (the `rows` arg, JSON text of HeldRow[]) of
+ * `caller` (its fields are args of the statement it goes in), returning each todo the caller held
+ * as a TodoMetaRow with its row's `n`.
  */
-export async function transitionHeldTodos(sql: Sql, caller: Caller, what: Transition, calls: readonly HeldCall[]): Promise<(TodoMetaRow | undefined)[]> {
+export function heldUpdate(sql: Sql, what: Transition, rows: number, caller: Caller): Fragment {
+  // The todo's id comes from the row: a fragment where withinReach takes a value.
+  const rowTodo = sql`r.todo_id` as unknown as string;
+  return sql`
+    update todos set ${assignments(sql, what)}
+    from (
+      select * from jsonb_to_recordset(${a('rows')}::text::jsonb)
+        as r(n int, todo_id text, lease_hash text, at timestamptz, lease_secs int, outcome jsonb)
+      -- The planner takes a set-returning function for 100 rows; a literal limit tells it how few.
+      limit ${sql.unsafe(String(rowsBucket(rows)))}
+    ) r
+    where ${withinReach(sql, caller, rowTodo)} and state = 'claimed' and owner = ${caller.owner}::text
+      and lease_token_hash is not distinct from r.lease_hash
+    returning ${sql.unsafe(todoMetaColumns('todos'))}, r.n`;
+}
+
+/** The input rows of heldUpdate, as its `rows` arg takes them: call i is row n = i + 1. */
+export function heldRows(calls: readonly HeldCall[]): string {
   const rows: HeldRow[] = calls.map((c, i) => ({
     n: i + 1,
     todo_id: c.id,
@@ -100,11 +102,20 @@ export async function transitionHeldTodos(sql: Sql, caller: Caller, what: Transi
     // No result, or JSON null, stores SQL NULL.
     outcome: c.result === undefined ? null : c.result,
   }));
-  const answers = await heldStatement(sql, { what, rows: rows.length }).run<TodoMetaRow & { n: number }>(sql, {
+  return JSON.stringify(rows);
+}
+
+/**
+ * Runs one transition for several todos of one caller in one statement. `[i]` is call i's todo
+ * after it, or undefined when the caller did not hold it (heldRefusal says why). No two calls may
+ * name the same todo.
+ */
+export async function transitionHeldTodos(sql: Sql, caller: Caller, what: Transition, calls: readonly HeldCall[]): Promise<(TodoMetaRow | undefined)[]> {
+  const answers = await heldStatement(sql, { what, rows: calls.length }).run<TodoMetaRow & { n: number }>(sql, {
     endpoint: caller.endpointId,
     queues: [...caller.queues],
     owner: caller.owner,
-    rows: JSON.stringify(rows),
+    rows: heldRows(calls),
   });
   const byCall: (TodoMetaRow | undefined)[] = new Array(calls.length);
   for (const { n, ...row } of answers) byCall[n - 1] = row;
