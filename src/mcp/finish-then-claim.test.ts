@@ -137,6 +137,15 @@ describe('a refused next changes nothing', () => {
     expect(await a.call('complete', { id: held })).toMatchObject({ id: held, state: 'done' });
   });
 
+  it('is refused with forbidden, before the todo is finished, when next names a queue not granted', async () => {
+    const e = await vend(api, { name: 'next-queue', queues: ['work'] });
+    const a = await fixture.agent(e);
+    const held = (await push(api, e, { queue: 'work', title: 'held' })).id;
+    await a.call('claim', { id: held });
+    expect((await a.call('complete', { id: held, next: { queue: 'elsewhere' } })).error).toMatch(/^forbidden: queue "elsewhere" is not granted/);
+    expect(await stateOf(held)).toMatchObject({ state: 'claimed' });
+  });
+
   it('names the field of a bad next, and finishes nothing', async () => {
     const e = await vend(api, { name: 'next-bad', queues: ['work'] });
     const a = await fixture.agent(e);
