@@ -33,6 +33,8 @@ export interface TestAppOptions {
   notifyHookDelivery?: AppOptions['notifyHookDelivery'];
   /** The per-IP webhook ingest limit, passed through to startApp. */
   ingestLimit?: AppOptions['ingestLimit'];
+  /** The MCP transport's rate limits, passed through to startApp. */
+  mcpLimits?: AppOptions['mcpLimits'];
 }
 
 /** A real server on a free port over the given database, with a manual clock and no background loops. */
@@ -46,6 +48,7 @@ export async function startTestApp(databaseUrl: string, clock = new ManualClock(
     selfTestRingDelayMs: opts.selfTestRingDelayMs,
     notifyHookDelivery: opts.notifyHookDelivery,
     ingestLimit: opts.ingestLimit,
+    mcpLimits: opts.mcpLimits,
   });
   return Object.assign(app, { clock });
 }
