@@ -44,4 +44,3 @@ export class Lanes<L> {
     if (held && held.holders > 0) held.holders--;
   }
 }
-

@@ -183,10 +183,11 @@ const claimNextStatement = compiledPer<{ queues: number; seats: number }, ClaimN
  * claim_next's CTEs, ending with `claimed` (the claimed rows, `t.*` and their `seat`), for a
  * statement composed with the args of ClaimNextArgs but `sessions` and `hashes`: `seats` is a from
  * item of the claims' (session, hash, seat), seats numbered from 1 in claim order, and `upTo` how
- * many todos to take at most (a count, or a query of one). `excluded` (a query of ids) is left out of the candidates.
+ * many todos to take at most. `excluded` (a query of ids) is left out of the candidates.
  */
-export function claimNextCtes(sql: Sql, opts: { queueCount: number; seats: Fragment; upTo: number | Fragment; excluded?: Fragment }): Fragment {
-  const upTo = typeof opts.upTo === 'number' ? sql.unsafe(String(opts.upTo)) : opts.upTo;
+export function claimNextCtes(sql: Sql, opts: { queueCount: number; seats: Fragment; upTo: number; excluded?: Fragment }): Fragment {
+  // A literal, as the candidates' limit is.
+  const upTo = sql.unsafe(String(opts.upTo));
   const now = arg<Date>('now');
   const caller: Caller = { endpointId: arg('endpoint'), owner: arg('owner'), queues: [] };
   const eligible = sql`endpoint_id = ${caller.endpointId} and not synthetic and (assignee is null or assignee = ${caller.owner})`;
