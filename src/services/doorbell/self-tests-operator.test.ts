@@ -16,6 +16,7 @@ import {
   RING_DELAY_MS,
   sleep,
   testRow,
+  untilRingRecorded,
   useSelfTestSuite,
   vend,
 } from '../../../test/support/doorbell-self-tests.ts';
@@ -79,6 +80,7 @@ describe('synthetic todos (REQ-9)', () => {
     const a = await agent(e);
     const started = await a.call('test_doorbell', { wait_seconds: 60 });
     await until(async () => (await testRow(started.test_id))?.delivery === 'written', 'the delivery record');
+    await untilRingRecorded(started.todo_id);
     await until(() => a.tests().length === 1, 'the test doorbell');
     const ringId = a.tests()[0]!.params.meta.ring_id!;
     const ring = async () => (await db.sql`select unheard_at from doorbell_rings where ring_id = ${ringId}`)[0];
@@ -135,6 +137,7 @@ describe('metrics (REQ-6)', () => {
 
     const ignored = await a.call('test_doorbell', { wait_seconds: 10 });
     await until(async () => (await testRow(ignored.test_id))?.delivery === 'written', 'the second delivery');
+    await untilRingRecorded(ignored.todo_id);
     app.clock.advance(11_000);
     expect(await app.acks.sweep()).toBe(1);
     expect((await db.sql`select unheard_at from doorbell_rings where todo_id = ${ignored.todo_id}`)[0]!.unheard_at).toEqual(app.clock.now());
