@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { INSTRUCTIONS } from '../src/mcp/protocol.ts';
-import { until, type Notification } from './support/agents.ts';
+import { until, untilRingRecorded, type Notification } from './support/agents.ts';
 import { apiCaller, humanWithToken, migratedDatabase, push, startTestApp, vend, type Api, type TestApp, type TestDb, type Vended } from './support/fixtures.ts';
 import { SWITCHBOARD_BIN } from './support/processes.ts';
 
@@ -169,6 +169,7 @@ describe('switchboard bridge on stdio', { timeout: 45_000 }, () => {
     const n = channel(b)[0]!;
     expect(n.params.meta).toMatchObject({ todo_id: todo.id, queue: 'reviews', ring_id: expect.stringMatching(/^rg_/) });
     expect(n.params.content).toContain(todo.id);
+    await untilRingRecorded(db.sql, { ring_id: n.params.meta.ring_id! });
     expect((await b.call('claim', { id: todo.id })).json).toMatchObject({ id: todo.id, state: 'claimed' });
     const ring = await db.sql`select acked_at from doorbell_rings where ring_id = ${n.params.meta.ring_id!}`;
     expect(ring[0]!.acked_at).not.toBeNull();

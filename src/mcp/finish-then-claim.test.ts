@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { until } from '../../test/support/agents.ts';
+import { until, untilRingRecorded } from '../../test/support/agents.ts';
 import { push, vend, withApp, type Api, type TestApp } from '../../test/support/fixtures.ts';
 
 // `next` on complete and fail, through the MCP SDK's own Client over real HTTP: the todo is
@@ -83,6 +83,7 @@ describe('complete with next', () => {
     await a.call('claim', { id: held });
     const rung = (await push(api, e, { queue: 'work', title: 'rung' })).id;
     await until(() => a.heard.some((n) => n.params.meta.todo_id === rung), 'the second doorbell');
+    await untilRingRecorded(app.sql, { todo_id: rung });
 
     const answer = await a.call('complete', { id: held, next: true });
     expect(answer.next.todo.id).toBe(rung);

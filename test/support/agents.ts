@@ -1,6 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { App } from '../../src/app.ts';
+import type { Sql } from '../../src/db/connect.ts';
 
 /** What `POST /api/v1/endpoints` answers, as the tests use it. */
 export interface Vended {
@@ -20,6 +21,17 @@ export async function until(cond: () => boolean | Promise<boolean>, what: string
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/**
+ * Waits for the record of a written doorbell, by its ring id or its todo's id. The writer inserts
+ * it without waiting (DoorbellAcks.recordWritten), so a client can hear the doorbell, or the test
+ * read its delivery, before the record exists. A test that reads the record, or claims the todo to
+ * show that the claim acknowledges it, waits for it first.
+ */
+export async function untilRingRecorded(sql: Sql, key: { ring_id: string } | { todo_id: string }): Promise<void> {
+  const [column, value] = Object.entries(key)[0]!;
+  await until(async () => (await sql`select 1 from doorbell_rings where ${sql(column)} = ${value}`).length > 0, `the ring record of ${value}`);
 }
 
 /** A short real pause, to show that nothing more arrives. */

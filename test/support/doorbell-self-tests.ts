@@ -2,7 +2,7 @@
 
 import { beforeAll } from 'vitest';
 import { ManualClock } from '../../src/lib/clock.ts';
-import { until } from './agents.ts';
+import { untilRingRecorded as untilRecorded } from './agents.ts';
 import { vend as vendVia, withApp, type Api, type AppFixture, type TestApp, type TestDb, type Vended } from './fixtures.ts';
 
 /**
@@ -33,12 +33,8 @@ export const TICK_ONLY_RING_DELAY_MS = 600_000;
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export const testRow = async (testId: string) => (await db.sql`select * from doorbell_tests where test_id = ${testId}`)[0];
-/**
- * Waits for a written doorbell's ring record. Its writer inserts it without waiting
- * (DoorbellAcks.recordWritten), so the test's delivery record can be read before it exists.
- */
-export const untilRingRecorded = (todoId: string) =>
-  until(async () => (await db.sql`select 1 from doorbell_rings where todo_id = ${todoId}`).length > 0, 'the ring record');
+/** Waits for the ring record of a test's doorbell (see untilRingRecorded in agents.ts). */
+export const untilRingRecorded = (todoId: string) => untilRecorded(db.sql, { todo_id: todoId });
 export const countOf = async (table: 'todos' | 'doorbell_tests', endpointId?: string) =>
   Number(
     (endpointId === undefined

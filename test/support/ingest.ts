@@ -11,9 +11,9 @@ import type { App } from '../../src/app.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { githubHeaders } from '../../src/domain/ingest/fixtures.testkit.ts';
 import { createLogger } from '../../src/lib/log.ts';
-import { until } from './agents.ts';
+import { until, untilRingRecorded } from './agents.ts';
 
-export { until };
+export { until, untilRingRecorded };
 
 /**
  * Webhook ingestion end to end: a real server and PostgreSQL, deliveries signed in the test

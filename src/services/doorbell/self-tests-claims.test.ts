@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { TROUBLESHOOTING, hintsFor, verdictOf } from './self-tests.ts';
 import { until } from '../../../test/support/agents.ts';
-import { agent, api, app, db, testRow, TICK_ONLY_RING_DELAY_MS, useSelfTestSuite, vend } from '../../../test/support/doorbell-self-tests.ts';
+import { agent, api, app, db, testRow, TICK_ONLY_RING_DELAY_MS, untilRingRecorded, useSelfTestSuite, vend } from '../../../test/support/doorbell-self-tests.ts';
 
 // The self-test claims of decision 11: one's own test todo needs no claim grant (claim, or
 // claim_next once its doorbell rang), and a claim before the doorbell was written is no pass.
@@ -65,6 +65,7 @@ describe("one's own test todo needs no claim grant (item 15)", () => {
     const started = await a.call('test_doorbell', { wait_seconds: 30 });
     await ringDueTests();
     await until(() => a.tests().length === 1, 'the test doorbell');
+    await untilRingRecorded(started.todo_id);
     app.clock.advance(2000);
     expect(await a.call('claim', { id: a.tests()[0]!.params.meta.todo_id })).toMatchObject({ id: started.todo_id, state: 'done', self_test: true });
     expect(await a.call('get_doorbell_test', { test_id: started.test_id })).toMatchObject({ verdict: 'pass', claimed_within_seconds: 2 });

@@ -12,6 +12,7 @@ import {
   RING_DELAY_MS,
   sleep,
   testRow,
+  untilRingRecorded,
   useSelfTestSuite,
   vend,
 } from '../../../test/support/doorbell-self-tests.ts';
@@ -189,6 +190,7 @@ describe('get_doorbell_test (REQ-8)', () => {
     const started = await a.call('test_doorbell', { wait_seconds: 30 });
     expect(await a.call('get_doorbell_test', { test_id: started.test_id })).toMatchObject({ verdict: 'pending', hints: [], claimed_within_seconds: null });
     await until(() => a.tests().length === 1, 'the test doorbell');
+    await untilRingRecorded(started.todo_id);
     const writtenAt = app.clock.now();
     app.clock.advance(7000);
     const claim = await a.call('claim', { id: a.tests()[0]!.params.meta.todo_id });
