@@ -76,6 +76,9 @@ function withFailureFields(t: TodoMetaRow) {
   };
 }
 
+/** What complete and fail answer: the todo's summary, with fail's retry fields. */
+const finishedView = (what: Finish, t: TodoMetaRow) => (what === 'complete' ? summarizeTodo(t) : withFailureFields(t));
+
 /** claim_next's answer for a todo it claimed (a self-test's claim completed it), with the rings the claim acknowledged. */
 function nextClaimed(row: ClaimedTodo, fence: { token?: string }) {
   if (row.synthetic) return { view: { empty: false, todo: selfTestView(row) }, ackedRings: row.acked_rings };
@@ -228,7 +231,7 @@ export class TodoWork {
     const both = this.#finishThenClaim.add(callerOf(w), what, call, next);
     const { finished, claimed } = both ? await both : { finished: await this.#held[what](callerOf(w), call), claimed: null };
     return {
-      finished: what === 'complete' ? summarizeTodo(finished) : withFailureFields(finished),
+      finished: finishedView(what, finished),
       next: claimed ? nextClaimed(claimed, fence) : null,
     };
   }
@@ -239,11 +242,11 @@ export class TodoWork {
   }
 
   async complete(w: Worker, id: string, result: unknown, leaseToken: string | undefined) {
-    return summarizeTodo(await this.#held.complete(callerOf(w), { id, result, now: this.base.clock.now(), leaseTokenHash: hashToken(leaseToken) }));
+    return finishedView('complete', await this.#held.complete(callerOf(w), { id, result, now: this.base.clock.now(), leaseTokenHash: hashToken(leaseToken) }));
   }
 
   async fail(w: Worker, id: string, result: unknown, leaseToken: string | undefined) {
-    return withFailureFields(await this.#held.fail(callerOf(w), { id, result, now: this.base.clock.now(), leaseTokenHash: hashToken(leaseToken) }));
+    return finishedView('fail', await this.#held.fail(callerOf(w), { id, result, now: this.base.clock.now(), leaseTokenHash: hashToken(leaseToken) }));
   }
 
   async release(w: Worker, id: string, leaseToken: string | undefined) {
