@@ -6,7 +6,7 @@ import type { App } from '../app.ts';
 import { ManualClock } from '../lib/clock.ts';
 import { createLogger } from '../lib/log.ts';
 import { claimPresenceTransitions, readPresence } from '../store/presence.ts';
-import { pushEligibleBacklog } from '../store/todos/index.ts';
+import { RETURN_DIGEST_GRACE_SECONDS } from '../store/todos/index.ts';
 import { sweepOnce } from './maintenance/doorbell-sweep.ts';
 
 /**
@@ -174,17 +174,26 @@ describe('until on the wire', () => {
 });
 
 describe('digest count and mark', () => {
-  it('a todo claimed between the count and the mark is not marked', async () => {
+  it('a todo claimed while the digest counts is neither counted nor marked (SPEC-0022: the rows marked are the rows counted)', async () => {
     app.clock.set('2026-10-20T10:00:00Z');
     const e = await vend();
     const a = await agent(e);
     const ids = [await push(e, 'one'), await push(e, 'two')];
-    const counted = await pushEligibleBacklog(db.sql, e.id);
-    expect((await a.call('claim', { id: ids[0] })).error).toBeUndefined();
+    await settle();
+    await db.sql`update todos set last_ringed_at = null, last_ringed_by = null where id = any(${ids}::text[])`;
     app.clock.advance(1000);
-    expect(await app.presence.sendDigest(e.id, 'operator', counted)).toBe(true);
+    // A claim of the first holds its row while the digest's count-and-mark reaches it, and commits.
+    const sent = await db.sql.begin(async (tx) => {
+      await tx`update todos set state = 'claimed', owner = 'someone', claimed_at = now(), lease_expires_at = now() + interval '5 minutes' where id = ${ids[0]!}`;
+      const sending = app.presence.sendDigest(e.id, 'operator', { since: app.clock.now() });
+      await settle(100);
+      return { sending };
+    });
+    expect(await sent.sending).toBe(true);
     expect(await lastRingedAt(ids[0]!)).toBeNull();
     expect(await lastRingedAt(ids[1]!)).toEqual(app.clock.now());
+    await until(() => a.digests().length === 1, 'the digest');
+    expect(a.digests()[0]!.params.meta).toMatchObject({ pending: '1' });
   });
 });
 
@@ -271,7 +280,7 @@ describe('two instances at a shift start', () => {
     for (const c of [app.clock, b.clock]) c.set(`${day}T09:00:10Z`);
   };
 
-  it('the sweep on B claims it: one digest reaches one of the sessions, nobody is rung singly', async () => {
+  it('the sweep on B claims it: each instance sends its own session one digest (SPEC-0022: one per hosting instance), nobody is rung singly', async () => {
     const day = '2026-10-26'; // Monday
     await withTwoHeld(day, async (b, e) => {
       const [onA, onB] = [await agent(e, app), await agent(e, b)];
@@ -280,34 +289,40 @@ describe('two instances at a shift start', () => {
       await sweep(b);
       await sweep(app);
       await app.presence.evaluate();
-      await until(() => onA.digests().length + onB.digests().length >= 1, 'the digest');
+      await until(() => onA.digests().length >= 1 && onB.digests().length >= 1, 'a digest on each instance');
       await settle(200);
-      expect([...onA.heard, ...onB.heard].map((n) => n.params.meta.kind)).toEqual(['digest']);
+      for (const on of [onA, onB]) {
+        expect(on.heard.map((n) => n.params.meta.kind)).toEqual(['digest']);
+        expect(on.digests()[0]!.params.meta).toMatchObject({ reason: 'shift_start', pending: '2' });
+      }
       expect(await ringAttempts(ids)).toEqual([0, 0]);
     });
   });
 
-  it('a sweep on the other instance between the claim and the digest rings nothing singly', async () => {
+  it('a sweep on the other instance between the claim and the digest rings nothing singly; with no digest written it rings after the grace, not a backoff later', async () => {
     const day = '2026-11-02'; // Monday
     await withTwoHeld(day, async (b, e) => {
       const onB = await agent(e, b);
       const ids = await pushTwo(e);
       shiftStarts(day, b);
-      // A claims the return; its digest is still on its way (it has not marked the backlog).
-      const digestInFlight = vi.spyOn(app.presence, 'sendDigest').mockResolvedValue(false);
+      // A claims the return; B never hears its broadcast, so no digest is written anywhere.
+      const deaf = vi.spyOn(b.presence, 'onWakeup').mockResolvedValue(undefined);
       try {
         expect(await app.presence.evaluate({ endpointId: e.id })).toBe(1);
+        await b.presence.evaluate({ endpointId: e.id });
+        expect(b.presence.presenceOf(e.id)).toBe('in');
+        expect(await sweep(b)).toBe(0);
+        expect(await ringAttempts(ids)).toEqual([0, 0]);
+        // Issue 34 item 6: the held todos ring on their own schedule once the grace is over (they
+        // were created half an hour ago), not a full backoff after the return no digest announced.
+        for (const c of [app.clock, b.clock]) c.advance((RETURN_DIGEST_GRACE_SECONDS + 1) * 1000);
+        expect(await sweep(b)).toBe(2);
+        await until(() => onB.heard.length >= 2, 'the two rings');
+        expect(onB.digests()).toEqual([]);
+        expect(await ringAttempts(ids)).toEqual([1, 1]);
       } finally {
-        digestInFlight.mockRestore();
+        deaf.mockRestore();
       }
-      await b.presence.evaluate({ endpointId: e.id });
-      expect(b.presence.presenceOf(e.id)).toBe('in');
-      expect(await sweep(b)).toBe(0);
-      expect(await ringAttempts(ids)).toEqual([0, 0]);
-      // Had no digest reached anyone, the sweep rings them a full backoff after the return.
-      for (const c of [app.clock, b.clock]) c.advance(5 * 60_000);
-      expect(await sweep(b)).toBe(2);
-      await until(() => onB.heard.length >= 2, 'the two rings');
     });
   });
 });

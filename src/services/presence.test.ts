@@ -4,7 +4,6 @@ import { push as pushVia, vend as vendVia, withApp, type Api, type TestDb } from
 import type { App } from '../app.ts';
 import { ManualClock } from '../lib/clock.ts';
 import { createLogger } from '../lib/log.ts';
-import { pushEligibleBacklog } from '../store/todos/index.ts';
 import { sweepOnce } from './maintenance/doorbell-sweep.ts';
 import { connectAgent, settle, until, type Agent, type Vended } from '../../test/support/agents.ts';
 import { capturingLogger } from '../../test/support/doorbell-acks.ts';
@@ -35,8 +34,8 @@ const settleLonger = () => settle(200);
 
 
 const todoRow = async (id: string) =>
-  (await db.sql<{ ring_attempts: number; last_ringed_at: Date | null; state: string }[]>`
-    select ring_attempts, last_ringed_at, state from todos where id = ${id}`)[0]!;
+  (await db.sql<{ ring_attempts: number; last_ringed_at: Date | null; last_ringed_by: string | null; state: string }[]>`
+    select ring_attempts, last_ringed_at, last_ringed_by, state from todos where id = ${id}`)[0]!;
 const sweep = (on: TestApp = app) => sweepOnce({ sql: db.sql, clock: on.clock, log: createLogger('silent'), doorbell: on.doorbell });
 
 describe('self verbs', () => {
@@ -145,7 +144,7 @@ describe('the clock-in digest', () => {
     expect(a.heard).toEqual([]);
   });
 
-  it('does not mark a todo created after the count, and a failed write marks nothing', async () => {
+  it('does not mark a todo created after the count, and a failed write marks nothing (SPEC-0022: only a written digest marks the rows it counted)', async () => {
     // An instance of its own, to read its log.
     const captured = capturingLogger();
     const logged = await startTestApp(db.url, new ManualClock(app.clock.now()), { log: captured.log });
@@ -154,27 +153,41 @@ describe('the clock-in digest', () => {
       const a = await agent(e, logged);
       const counted = await push(e, 'counted');
       await settleLonger();
-      const backlog = await pushEligibleBacklog(db.sql, e.id);
-      const late = await push(e, 'late');
-      expect(await logged.presence.sendDigest(e.id, 'operator', backlog)).toBe(true);
-      expect((await todoRow(counted)).last_ringed_at).toEqual(logged.clock.now());
-      expect((await todoRow(late)).last_ringed_at).toBeNull();
+      await db.sql`update todos set last_ringed_at = null, last_ringed_by = null where id = ${counted}`;
+      // The digest's count and mark wait behind a lock on the counted row; a todo created meanwhile
+      // commits after the count began, so it is neither counted nor marked.
+      const since = logged.clock.now();
+      let late = '';
+      await db.sql.begin(async (tx) => {
+        await tx`select 1 from todos where id = ${counted} for update`;
+        const sent = logged.presence.sendDigest(e.id, 'operator', { since });
+        await settle(100);
+        late = await push(e, 'late');
+        return { sent };
+      }).then(({ sent }) => expect(sent).resolves.toBe(true));
+      expect(await todoRow(counted)).toMatchObject({ last_ringed_at: logged.clock.now(), last_ringed_by: 'digest', ring_attempts: 0 });
+      // The late todo was announced by its own ring, never by the digest.
+      await until(async () => (await todoRow(late)).last_ringed_by === 'ring', 'the late todo rung singly');
+      const lateRung = await todoRow(late);
+      await until(() => a.digests().length === 1, 'the digest');
+      expect(a.digests()[0]!.params.meta).toMatchObject({ pending: '1' });
 
-      // The next digest is written just as the client's socket closes: the write fails.
+      // The next digest's count waits behind a lock while the client's stream closes: when it comes
+      // to write, no stream is left, and its count and mark are rolled back.
       logged.clock.advance(60_000);
       const session = logged.sessions.all().find((s) => s.id === a.sessionId)!;
-      const both = await pushEligibleBacklog(db.sql, e.id);
-      expect(both.map((t) => t.id).sort()).toEqual([counted, late].sort());
-      let sent: Promise<boolean> | undefined;
-      session.stream!.res.prependOnceListener('close', () => void (sent = logged.presence.sendDigest(e.id, 'operator', both)));
-      await a.client.close();
-      await until(() => sent !== undefined, 'the digest write');
-      expect(await sent).toBe(false);
-      expect(session.stream).toBeNull();
-      expect((await todoRow(late)).last_ringed_at).toBeNull();
-      expect((await todoRow(counted)).last_ringed_at).toEqual(new Date(logged.clock.now().getTime() - 60_000));
+      const unsent = await db.sql.begin(async (tx) => {
+        await tx`select 1 from todos where id = ${late} for update`;
+        const sent = logged.presence.sendDigest(e.id, 'operator', { since: logged.clock.now() });
+        await a.client.close();
+        await until(() => session.stream === null, 'the stream to close');
+        return { sent };
+      });
+      expect(await unsent.sent).toBe(false);
+      expect(await todoRow(late)).toEqual(lateRung);
+      expect(await todoRow(counted)).toMatchObject({ last_ringed_at: new Date(logged.clock.now().getTime() - 60_000), last_ringed_by: 'digest' });
       expect(captured.lines.filter((l) => l.msg === 'digest not delivered')).toEqual([
-        expect.objectContaining({ endpoint_id: e.id, reason: 'operator', pending: 2, cause: 'write_failed' }),
+        expect.objectContaining({ endpoint_id: e.id, reason: 'operator', pending: 2, cause: 'no_session' }),
       ]);
     } finally {
       await logged.stop();
@@ -314,7 +327,7 @@ describe('two instances', () => {
     }
   });
 
-  it('one shift start evaluated by both: exactly one claims, and the endpoint gets one digest', async () => {
+  it('one shift start evaluated by both: exactly one claims, and each instance gives its own session one digest (SPEC-0022)', async () => {
     const b = await startTestApp(db.url, new ManualClock(app.clock.now()));
     try {
       app.clock.set('2026-09-23T08:00:00Z');
@@ -330,9 +343,9 @@ describe('two instances', () => {
       b.clock.set('2026-09-23T09:00:00Z');
       const claims = await Promise.all([app.presence.evaluate({ endpointId: e.id }), b.presence.evaluate({ endpointId: e.id })]);
       expect(claims.reduce((x, y) => x + y, 0)).toBe(1);
-      await until(() => onA.digests().length + onB.digests().length >= 1, 'the digest');
+      await until(() => onA.digests().length >= 1 && onB.digests().length >= 1, 'a digest on each instance');
       await settleLonger();
-      expect(onA.digests().length + onB.digests().length).toBe(1);
+      expect([onA.digests().length, onB.digests().length]).toEqual([1, 1]);
     } finally {
       await b.stop();
     }

@@ -23,8 +23,7 @@ import {
   type PresenceRow,
   type PresenceTransition,
 } from '../store/presence.ts';
-import { markDigestRung, pushEligibleBacklog, pushEligibleCount } from '../store/todos/index.ts';
-import { takeRingGate } from '../store/sessions.ts';
+import { announceByDigest, pushEligibleCount, type DigestScope } from '../store/todos/index.ts';
 import { digestDoorbell, type DigestReason } from './doorbell/digest.ts';
 import type { Doorbell } from './doorbell/doorbell.ts';
 import { DoorbellGate } from './doorbell/gate.ts';
@@ -64,7 +63,7 @@ function digestReason(by: ChangedBy, overrideRanOut: boolean): DigestReason {
   return overrideRanOut ? 'override_end' : 'shift_start';
 }
 
-/** A return digest's gate outlives any instance's delay in hearing of the transition. */
+/** This instance's gate on a return's digest outlives any delay in hearing of the transition. */
 const DIGEST_GATE_MS = 60 * 60_000;
 
 const DIGEST_REASONS: readonly string[] = ['clock_in', 'operator', 'shift_start', 'override_end'] satisfies DigestReason[];
@@ -85,6 +84,8 @@ function storedReason(row: PresenceRow): DigestReason {
 export class PresenceService {
   readonly #reconnectsInFlight = new Set<Promise<void>>();
   readonly #reconnectGate: DoorbellGate;
+  /** One digest per transition on this instance: keyed by endpoint and the transition's time. */
+  readonly #returnGate: DoorbellGate;
   /** Endpoint id -> presence_changed_at of the last in-transition this instance claimed (and digested). */
   readonly #ownClaims = new Map<string, number>();
   /** Claim statements in flight, by endpoint: a broadcast waits for them to know whose claim it hears. */
@@ -105,6 +106,7 @@ export class PresenceService {
   ) {
     ({ sql: this.sql, clock: this.clock, log: this.log } = base);
     this.#reconnectGate = new DoorbellGate(this.clock, RECONNECT_DIGEST_GATE_MS);
+    this.#returnGate = new DoorbellGate(this.clock, DIGEST_GATE_MS);
     cache.whenUnclaimed((endpointId) => void this.claim(endpointId));
     sessions.on('endpointStreamAttached', (endpointId) => {
       const deciding = this.#reconnectDigest(endpointId, this.clock.now())
@@ -289,8 +291,9 @@ export class PresenceService {
 
   /**
    * The return digest, re-checked just before it is sent: the row must still be claimed in and be
-   * in. Every instance holding an open stream of the endpoint gets here; the cluster-wide gate for
-   * this transition lets exactly one of them send, so the agent hears one digest per return.
+   * in. SPEC-0022: each instance hosting an open stream of the endpoint sends one digest for the
+   * transition to one of its sessions (the claimant, and each instance its broadcast reaches); a
+   * gate of this instance's own keeps it to one here, so a failed write elsewhere costs no one here.
    */
   async #digestIfStillIn(endpointId: string, reason: DigestReason): Promise<void> {
     const sessions = this.sessions.sessionsOf(endpointId);
@@ -301,47 +304,53 @@ export class PresenceService {
       this.log.info({ endpoint_id: endpointId, reason }, 'digest not sent: no longer in');
       return;
     }
-    const transition = row.presence_changed_at?.getTime();
-    if (transition !== undefined && sessions.some((s) => s.stream !== null)) {
-      if (!(await takeRingGate(this.sql, `digest:${endpointId}:${transition}`, now, DIGEST_GATE_MS))) {
-        this.log.info({ endpoint_id: endpointId, reason }, 'digest not sent: another instance sends it');
-        return;
-      }
+    const since = row.presence_changed_at ?? now;
+    const key = `${endpointId}:${since.getTime()}`;
+    if (!this.#returnGate.first(key)) {
+      this.log.info({ endpoint_id: endpointId, reason }, 'digest not sent: this instance sent it');
+      return;
     }
-    await this.sendDigest(endpointId, reason);
+    if (!(await this.sendDigest(endpointId, reason, { since }))) this.#returnGate.forget(key);
   }
 
   /**
-   * Counts the endpoint's push-eligible backlog, writes one digest to one open-stream session
-   * here, and only if it was written marks exactly the counted todos (still pending) as rung now.
+   * Counts the endpoint's push-eligible backlog in `scope` that no ring announced since
+   * `scope.since`, writes one digest to one open-stream session here, and marks exactly the
+   * counted todos as announced now, only if it was written (store/todos/announce.ts). True when
+   * a digest was written.
    */
-  async sendDigest(endpointId: string, reason: DigestReason, backlog?: Awaited<ReturnType<typeof pushEligibleBacklog>>): Promise<boolean> {
-    const counted = backlog ?? (await pushEligibleBacklog(this.sql, endpointId));
-    if (counted.length === 0) return false;
-    const now = this.clock.now();
+  async sendDigest(endpointId: string, reason: DigestReason, scope: DigestScope): Promise<boolean> {
     if (!this.doorbell) return false;
-    const outcome = this.doorbell.deliverDigest(endpointId, (ringId) => digestDoorbell(counted, reason, now, ringId));
-    if (!outcome.rung) {
-      this.log.info({ endpoint_id: endpointId, reason, pending: counted.length, cause: outcome.reason }, 'digest not delivered');
+    const doorbell = this.doorbell;
+    const now = this.clock.now();
+    let outcome: ReturnType<Doorbell['deliverDigest']> | undefined;
+    let pending = 0;
+    const counted = await announceByDigest(this.sql, endpointId, scope, now, (backlog) => {
+      pending = backlog.length;
+      outcome = doorbell.deliverDigest(endpointId, (ringId) => digestDoorbell(backlog, reason, now, ringId));
+      return outcome.rung;
+    });
+    if (!outcome) return false;
+    if (!outcome.rung || !counted) {
+      this.log.info({ endpoint_id: endpointId, reason, pending, cause: outcome.rung ? 'not_committed' : outcome.reason }, 'digest not delivered');
       return false;
     }
-    const marked = await markDigestRung(this.sql, endpointId, counted.map((t) => t.id), now);
-    this.log.info({ slug: outcome.session.endpoint.slug, session: outcome.session.id, reason, pending: counted.length, marked }, 'digest rung');
+    this.log.info({ slug: outcome.session.endpoint.slug, session: outcome.session.id, reason, pending: counted.length }, 'digest rung');
     return true;
   }
 
   /**
    * An in endpoint's first open stream here: one reconnect digest, at most every 10 minutes. It
-   * counts what was waiting when the stream attached; a todo that becomes ready while the digest is
-   * being decided is the single ring's, so the agent does not hear it twice. A todo ready in the
-   * same millisecond is counted: a doorbell heard twice is better than one not heard.
+   * counts what was waiting when the stream attached; a todo that becomes ready later, or that a
+   * ring decided at or after the attach announced, is the single ring's, so the agent does not
+   * hear it twice.
    */
   async #reconnectDigest(endpointId: string, attachedAt: Date): Promise<void> {
     if (!this.cache.has(endpointId)) await this.cache.load(endpointId);
     if (this.presenceOf(endpointId) !== 'in') return;
-    const backlog = await pushEligibleBacklog(this.sql, endpointId, attachedAt);
-    if (backlog.length === 0 || !this.#reconnectGate.first(`digest:${endpointId}`)) return;
-    await this.sendDigest(endpointId, 'reconnect', backlog);
+    const key = `digest:${endpointId}`;
+    if (!this.#reconnectGate.first(key)) return;
+    if (!(await this.sendDigest(endpointId, 'reconnect', { since: attachedAt, readyBy: attachedAt }))) this.#reconnectGate.forget(key);
   }
 }
 

@@ -60,6 +60,8 @@ export interface SessionFacts {
 interface OpenStream {
   res: ServerResponse;
   keepalive: NodeJS.Timeout;
+  /** When it attached: a ring decided before this moment is not this stream's to hear (Doorbell.ring). */
+  attachedAt: Date;
 }
 
 export type WriteVerdict = 'written' | 'no_stream' | 'write_failed';
@@ -193,7 +195,7 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
     writeEventStreamHead(res, { 'mcp-session-id': session.id });
     res.flushHeaders();
     const keepalive = startKeepalive(res, this.#keepaliveMs);
-    session.stream = { res, keepalive };
+    session.stream = { res, keepalive, attachedAt: this.#clock.now() };
     res.once('close', () => {
       if (session.stream?.res === res) this.#detach(session);
     });

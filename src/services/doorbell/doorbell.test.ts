@@ -164,7 +164,7 @@ describe('heartbeat sweep', () => {
     await until(() => agent.heard.some((n) => n.params.meta.todo_id === id), 'the re-ring after return');
   });
 
-  it('charges nothing for an endpoint whose only session never opened its stream; its stream makes it a receiver', async () => {
+  it('selects an endpoint whose only session is momentarily streamless (ADR-0027, DESIGN decision 10), and its stream then hears what waited', async () => {
     const e = await vend();
     const id = await push(e, 'x');
     const init = await fetch(e.mcp_url, {
@@ -174,20 +174,17 @@ describe('heartbeat sweep', () => {
     });
     expect(init.status).toBe(200);
     expect(app.sessions.sessionsOf(e.id)).toHaveLength(1);
-    expect(app.doorbell.receivers()).not.toContain(e.id);
-    for (let i = 0; i < 4; i++) {
-      app.clock.advance(6 * 60_000);
-      await sweep();
-    }
-    expect(await ringAttempts(id)).toBe(0);
-    // Once a stream is open the endpoint receives, and is charged from the backoff after its reconnect digest.
-    const agent = await listener(e);
+    expect(app.sessions.hasOpenStream(e.id)).toBe(false);
     expect(app.doorbell.receivers()).toContain(e.id);
+    // Due, the todo is charged a ring; with no stream to take it the ring is not heard, so it is
+    // not the todo's announcement.
+    app.clock.advance(6 * 60_000);
+    expect(await sweep()).toBe(1);
+    expect(await db.sql`select ring_attempts, last_ringed_by from todos where id = ${id}`).toEqual([{ ring_attempts: 1, last_ringed_by: null }]);
+    // The stream that opens later counts it in its reconnect digest.
+    const agent = await listener(e);
     await until(() => agent.heard.length === 1, 'the reconnect digest');
-    await until(async () => (await db.sql`select 1 from todos where id = ${id} and last_ringed_at is not null`).length === 1, 'the digest mark');
-    app.clock.advance(5 * 60_000);
-    await sweep();
-    expect(await ringAttempts(id)).toBe(1);
+    expect(agent.heard[0]!.params.meta).toMatchObject({ kind: 'digest', reason: 'reconnect', pending: '1' });
   });
 
   it('takes at most 3 per sweep, fairly across endpoints', async () => {

@@ -71,12 +71,12 @@ export class Doorbell {
   }
 
   /**
-   * The sweep's receivers: endpoints with an open stream here whose effective presence is in. A
-   * session that has not opened its stream can receive nothing, so it is never charged a ring.
+   * The sweep's receivers (DESIGN decision 10, ADR-0027): endpoints with a session attached here,
+   * streaming or momentarily streamless, whose effective presence is in. A ring still prefers a
+   * streaming session; one that stays streamless is ended by the session janitor.
    */
   receivers(): string[] {
-    const streaming = this.#sessions.all().filter((s) => s.stream !== null);
-    return [...new Set(streaming.map((s) => s.endpoint.id))].filter((id) => this.#presenceOf(id) === 'in');
+    return [...new Set(this.#sessions.all().map((s) => s.endpoint.id))].filter((id) => this.#presenceOf(id) === 'in');
   }
 
   /** Whether the endpoint is out now: its doorbells wait for the digest on its return. */
@@ -84,13 +84,17 @@ export class Doorbell {
     return this.#presenceOf(endpointId) === 'out';
   }
 
-  /** PublishTodoReady: ring one session of the todo's endpoint. */
-  ring(todo: RingTarget): RingOutcome {
+  /**
+   * PublishTodoReady: ring one session of the todo's endpoint. `decidedAt` is when the store
+   * recorded this ring as the todo's announcement: a stream that attached after it is not offered
+   * the ring, because that stream's reconnect digest counts the todo (store/todos/announce.ts).
+   */
+  ring(todo: RingTarget, decidedAt?: Date): RingOutcome {
     if (this.#presenceOf(todo.endpoint_id) === 'out') {
       this.#log.debug({ todo_id: todo.id, endpoint_id: todo.endpoint_id }, 'doorbell held: endpoint is out');
       return { rung: false, reason: 'held' };
     }
-    return this.#ringOne(todo, (ringId) => todoDoorbell(todo, { ring_id: ringId }), {
+    return this.#ringOne(todo, decidedAt, (ringId) => todoDoorbell(todo, { ring_id: ringId }), {
       kind: 'todo',
       todoId: todo.id,
       queue: todo.queue,
@@ -104,7 +108,7 @@ export class Doorbell {
    * (the human asked for it), with the test's own window.
    */
   ringTest(todo: RingTarget, waitSeconds: number): RingOutcome {
-    return this.#ringOne(todo, (ringId) => testDoorbell(todo, { ring_id: ringId }), {
+    return this.#ringOne(todo, undefined, (ringId) => testDoorbell(todo, { ring_id: ringId }), {
       kind: 'test',
       todoId: todo.id,
       queue: todo.queue,
@@ -124,10 +128,11 @@ export class Doorbell {
     return this.#deliver(endpointId, streaming, build, facts);
   }
 
-  #ringOne(todo: RingTarget, build: (ringId: string) => ChannelNotification, facts: RingFacts): RingOutcome {
+  #ringOne(todo: RingTarget, decidedAt: Date | undefined, build: (ringId: string) => ChannelNotification, facts: RingFacts): RingOutcome {
     const candidates = this.#sessions
       .sessionsOf(todo.endpoint_id)
       .filter((s) => s.endpoint.queues.includes(todo.queue))
+      .filter((s) => !decidedAt || !s.stream || s.stream.attachedAt.getTime() <= decidedAt.getTime())
       .sort((a, b) => (a.id < b.id ? -1 : 1));
     if (candidates.length === 0) {
       this.#log.info({ todo_id: todo.id, endpoint_id: todo.endpoint_id }, 'doorbell not rung: no session of the endpoint on this instance');

@@ -1,20 +1,20 @@
 import type { SessionRegistry } from '../../sessions/registry.ts';
-import { takeRingGate } from '../../store/sessions.ts';
-import { freshReadyTodos, freshReadyTodosOf } from '../../store/todos/index.ts';
+import { claimReadyRing, freshReadyTodos, freshReadyTodosOf, withdrawReadyRing } from '../../store/todos/index.ts';
 import type { ServiceBase } from '../base.ts';
 import type { WakeupHandlers } from '../wakeups.ts';
 import { CREATION_GATE_MS, type Doorbell, type RingTarget } from './doorbell.ts';
 import { DoorbellGate } from './gate.ts';
 
-/** Waits before asking the ring gate again after it failed (real time: it waits for I/O to recover). */
-const GATE_RETRY_DELAYS_MS = [250, 1000, 4000];
+/** Waits before asking the store again after the claim failed (real time: it waits for I/O to recover). */
+const CLAIM_RETRY_DELAYS_MS = [250, 1000, 4000];
 
 /**
- * A todo that became ready (created, or requeued anywhere) rings once across the cluster. Every
- * instance hears todo_ready; those holding an open stream of the todo's endpoint compete for the
- * todo's ring gate in the database, and the one that takes it writes the doorbell to one of its
- * streams. A local gate absorbs this instance's own double fires (its creation ring and the
- * LISTEN echo of it) without a round trip.
+ * A todo that became ready (created, or requeued anywhere) rings once across the cluster, and
+ * only if no digest announced it first (store/todos/announce.ts). Every instance hears
+ * todo_ready; those holding an open stream of the todo's endpoint compete for the todo's ready
+ * ring in the database, and the one that takes it writes the doorbell to one of its streams (or
+ * gives the ring back when none took it). A local gate absorbs this instance's own double fires
+ * (its creation ring and the LISTEN echo of it) without a round trip.
  */
 export class ReadyRings {
   readonly #localGate: DoorbellGate;
@@ -28,31 +28,33 @@ export class ReadyRings {
   }
 
   /**
-   * Rings a ready todo if this instance holds a stream of its endpoint and the cluster's gate lets
-   * it. Presence is read when the todo became ready: one ready while its endpoint is out waits for
-   * the return digest, even if the endpoint is back in by the time the gate answers.
+   * Rings a ready todo if this instance holds a stream of its endpoint and the store lets it.
+   * Presence is read when the todo became ready: one ready while its endpoint is out waits for
+   * the return digest, even if the endpoint is back in by the time the store answers.
    */
   ringReady(todo: RingTarget): void {
     if (!this.sessions.hasOpenStream(todo.endpoint_id) || this.doorbell.holds(todo.endpoint_id) || !this.#localGate.first(todo.id)) return;
-    this.#takeGateAndRing(todo, 0);
+    this.#claimAndRing(todo, 0);
   }
 
   /**
-   * A gate that could not be asked (the database restarting) decides nothing: the todo is retried
+   * A claim that could not be asked (the database restarting) decides nothing: the todo is retried
    * a few times, then let through the local gate so the LISTEN catch-up can ring it; otherwise it
    * would wait for the heartbeat sweep's first re-ring, minutes later.
    */
-  #takeGateAndRing(todo: RingTarget, failures: number): void {
+  #claimAndRing(todo: RingTarget, failures: number): void {
     const { sql, clock, log } = this.base;
-    takeRingGate(sql, todo.id, clock.now(), CREATION_GATE_MS)
-      .then((won) => {
-        if (won) this.doorbell.ring(todo);
+    const at = clock.now();
+    claimReadyRing(sql, todo.id, at)
+      .then(async (won) => {
+        if (!won || this.doorbell.ring(todo, at).rung) return;
+        await withdrawReadyRing(sql, todo.id, at);
       })
       .catch((err: unknown) => {
-        const retry = failures < GATE_RETRY_DELAYS_MS.length;
-        log.warn({ err: (err as Error).message, todo_id: todo.id, retry }, 'doorbell ring gate failed');
+        const retry = failures < CLAIM_RETRY_DELAYS_MS.length;
+        log.warn({ err: (err as Error).message, todo_id: todo.id, retry }, 'doorbell ready ring failed');
         if (!retry) return this.#localGate.forget(todo.id);
-        setTimeout(() => this.#takeGateAndRing(todo, failures + 1), GATE_RETRY_DELAYS_MS[failures]).unref();
+        setTimeout(() => this.#claimAndRing(todo, failures + 1), CLAIM_RETRY_DELAYS_MS[failures]).unref();
       });
   }
 

@@ -1,7 +1,7 @@
 import type { Clock } from '../../lib/clock.ts';
 import type { Sql } from '../../db/connect.ts';
 import type { Logger } from '../../lib/log.ts';
-import { chargeDueRingsUnscoped } from '../../store/todos/index.ts';
+import { chargeDueRingsUnscoped, withdrawSweepRing } from '../../store/todos/index.ts';
 import type { Doorbell } from '../doorbell/doorbell.ts';
 import type { PresenceService } from '../presence.ts';
 
@@ -21,19 +21,23 @@ export interface SweepDeps {
 
 /**
  * One heartbeat sweep on this instance: re-ring due, unclaimed todos, but only for endpoints
- * that have a session attached here and whose return to in has been claimed (DESIGN decision 9):
- * a transition still unclaimed is claimed first, which sends its digest instead of single rings.
- * A ring nobody could receive is not charged.
+ * that have a session attached here (DESIGN decision 10) and whose return to in has been claimed
+ * (decision 9): a transition still unclaimed is claimed first, which sends its digest instead of
+ * single rings. A charged ring that reached no session keeps its charge and gives up the
+ * announcement, so the next stream's reconnect digest counts the todo.
  */
 export async function sweepOnce(deps: SweepDeps): Promise<number> {
   await deps.presence?.claimHeldHere();
   const receivers = deps.receivers ? deps.receivers() : deps.doorbell.receivers();
   if (receivers.length === 0) return 0;
-  const charged = await chargeDueRingsUnscoped(deps.sql, receivers, deps.clock.now());
+  const now = deps.clock.now();
+  const charged = await chargeDueRingsUnscoped(deps.sql, receivers, now);
+  const unheard: string[] = [];
   for (const todo of charged) {
     deps.log.info({ todo_id: todo.id, ring: todo.ring_attempts }, 'doorbell re-ring');
-    deps.doorbell.ring(todo);
+    if (!deps.doorbell.ring(todo, now).rung) unheard.push(todo.id);
   }
+  for (const id of unheard) await withdrawSweepRing(deps.sql, id, now);
   return charged.length;
 }
 

@@ -28,15 +28,23 @@ export { reapExpiredLeasesUnscoped, releaseDueDelayedUnscoped, requeueDueRetries
 export { cancelTodo, retryTodo, type Canceler } from './operator.ts';
 export { getTodo, listTodos, queueStatsUnscoped, todoQueueUnscoped, type ListFilter, type PageKey } from './reads.ts';
 export {
+  RETURN_DIGEST_GRACE_SECONDS,
   RING_BUDGET,
   RING_INTERVALS_SECONDS,
   SWEEP_LIMIT,
   chargeDueRingsUnscoped,
   freshReadyTodos,
   freshReadyTodosOf,
-  markDigestRung,
   pushEligibleBacklog,
   pushEligibleCount,
   pushEligibleTodosByIds,
-  type BacklogTodo,
 } from './push.ts';
+export {
+  announceByDigest,
+  claimReadyRing,
+  unannounced,
+  withdrawReadyRing,
+  withdrawSweepRing,
+  type BacklogTodo,
+  type DigestScope,
+} from './announce.ts';

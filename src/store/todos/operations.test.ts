@@ -8,6 +8,8 @@ import { TodoService, type PushAuthor } from '../../services/todos.ts';
 import { vendEndpoint } from '../endpoints.ts';
 import { addHuman } from '../humans.ts';
 import {
+  RETURN_DIGEST_GRACE_SECONDS,
+  announceByDigest,
   cancelTodo,
   chargeDueRingsUnscoped,
   claimNextTodo,
@@ -143,18 +145,32 @@ describe('delayed todos', () => {
 });
 
 describe("the doorbell sweep's charge", () => {
-  it('counts a return to in as a ring of what was held: nothing is due until a full backoff after it', async () => {
+  it('holds what the return digest has not marked for the grace after a return to in, then rings it on its own schedule (issue 34 item 6)', async () => {
     const c = await newEndpoint();
     await sql`update endpoints set presence_seen = 'out' where id = ${c.endpointId}`;
     const held = await push(c, 'held while out');
     clock.advance(30 * 60_000);
-    // The return is claimed; its digest has not marked the backlog yet.
+    // The return is claimed; its digest has not marked the backlog yet (DESIGN decision 9).
     await sql`update endpoints set presence_seen = 'in', presence_changed_at = ${clock.now()} where id = ${c.endpointId}`;
     expect(await chargeDueRingsUnscoped(sql, [c.endpointId], clock.now())).toEqual([]);
+    clock.advance(RETURN_DIGEST_GRACE_SECONDS * 1000 - 1000);
+    expect(await chargeDueRingsUnscoped(sql, [c.endpointId], clock.now())).toEqual([]);
+    // No digest was written: the todo is due from its creation, not a full backoff after the return.
+    clock.advance(1000);
+    expect((await chargeDueRingsUnscoped(sql, [c.endpointId], clock.now())).map((r) => [r.id, r.ring_attempts])).toEqual([[held.id, 1]]);
+  });
+
+  it('a todo the return digest marked waits a full backoff from the digest', async () => {
+    const c = await newEndpoint();
+    await sql`update endpoints set presence_seen = 'out' where id = ${c.endpointId}`;
+    const held = await push(c, 'held while out');
+    clock.advance(30 * 60_000);
+    await sql`update endpoints set presence_seen = 'in', presence_changed_at = ${clock.now()} where id = ${c.endpointId}`;
+    expect(await announceByDigest(sql, c.endpointId, { since: clock.now() }, clock.now(), () => true)).toHaveLength(1);
     clock.advance(5 * 60_000 - 1000);
     expect(await chargeDueRingsUnscoped(sql, [c.endpointId], clock.now())).toEqual([]);
     clock.advance(1000);
-    expect((await chargeDueRingsUnscoped(sql, [c.endpointId], clock.now())).map((r) => [r.id, r.ring_attempts])).toEqual([[held.id, 1]]);
+    expect((await chargeDueRingsUnscoped(sql, [c.endpointId], clock.now())).map((r) => [r.id, r.ring_attempts, r.last_ringed_by])).toEqual([[held.id, 1, 'ring']]);
   });
 });
 

@@ -2,6 +2,7 @@ import type { Sql, TxSql } from '../../db/connect.ts';
 import { conflict, notFound } from '../../domain/errors.ts';
 import { RESERVED_QUEUE } from '../../domain/scope.ts';
 import { notifyExpression } from '../channels.ts';
+import { unannounced } from './announce.ts';
 import { isPushEligible } from './predicates.ts';
 import { getTodo } from './reads.ts';
 import type { TodoRow } from './row.ts';
@@ -63,7 +64,7 @@ export async function retryTodo(sql: Sql, endpointId: string, id: string, now: D
       const [row] = await tx<TodoRow[]>`
         update todos set state = 'pending', attempt = 0, next_retry_at = null, run_at = null, owner = null,
           ${unclaimSet(tx)}, claimed_at = null, completed_at = null,
-          ring_attempts = 0, last_ringed_at = ${now}, updated_at = ${now}
+          ring_attempts = 0, ${unannounced(tx)}, updated_at = ${now}
         where ${ownTodo(tx, endpointId, id)} and state = 'failed'
         returning *, event_id::text as event_id`;
       if (!row) return { updated: undefined, eligible: false };

@@ -1,4 +1,5 @@
-import type { Sql } from '../../db/connect.ts';
+import type { Sql, TxSql } from '../../db/connect.ts';
+import type { BacklogTodo } from './announce.ts';
 import { pushEligible } from './predicates.ts';
 import { todoMetaColumns, type TodoMetaRow } from './row.ts';
 
@@ -59,15 +60,9 @@ export async function freshReadyTodosOf(
     order by r.created_at, r.seq`;
 }
 
-export interface BacklogTodo {
-  id: string;
-  queue: string;
-  created_at: Date;
-}
-
 /**
- * The push-eligible pending todos of one endpoint: what a digest counts. With `readyBy`, only those
- * that became ready (created or re-queued) no later than that moment.
+ * The push-eligible pending todos of one endpoint (the hooks' todos.backlog summary). With
+ * `readyBy`, only those that became ready (created or re-queued) no later than that moment.
  */
 export async function pushEligibleBacklog(sql: Sql, endpointId: string, readyBy?: Date): Promise<BacklogTodo[]> {
   return sql<BacklogTodo[]>`
@@ -83,32 +78,39 @@ export async function pushEligibleCount(sql: Sql, endpointId: string): Promise<n
   return row?.n ?? 0;
 }
 
-/**
- * After a digest was written: `last_ringed_at` = the digest time on exactly the counted ids that
- * are still pending. Never recomputed from a second read, never touching ring_attempts.
- */
-export async function markDigestRung(sql: Sql, endpointId: string, ids: readonly string[], at: Date): Promise<number> {
-  if (ids.length === 0) return 0;
-  const rows = await sql`
-    update todos set last_ringed_at = ${at}
-    where endpoint_id = ${endpointId} and id = any(${sql.array([...ids])}::text[]) and state = 'pending'
-    returning id`;
-  return rows.length;
-}
-
 /** The wait before the next ring, keyed by that ring's number (1-based): 5 m, 20 m, 1 h, 6 h, 6 h. */
 export const RING_INTERVALS_SECONDS = [300, 1200, 3600, 21_600, 21_600] as const;
 export const RING_BUDGET = RING_INTERVALS_SECONDS.length;
 export const SWEEP_LIMIT = 3;
 
 /**
+ * After a return to in is claimed, its digest goes first: for this long a todo the return's digest
+ * has not marked is not rung singly (DESIGN decision 9). The claim commits before its digests mark
+ * the backlog, so without this a sweep on another instance in between would ring each held todo
+ * singly. Once it has passed, a todo no digest marked (none was written) rings on its own
+ * schedule, from its last ring or creation, not from the return.
+ */
+export const RETURN_DIGEST_GRACE_SECONDS = 60;
+
+/** The sweep's due predicate over todo `t` and its endpoint `e`, evaluated again under the row lock. */
+const ringDue = (sql: Sql | TxSql, now: Date) => {
+  const intervals = sql.array([...RING_INTERVALS_SECONDS]);
+  return sql`
+    ${pushEligible(sql)}
+    and t.ring_attempts < ${RING_BUDGET}
+    and coalesce(t.last_ringed_at, t.created_at) <= ${now}::timestamptz - make_interval(secs => (${intervals}::int[])[t.ring_attempts + 1])
+    and not (coalesce(e.presence_changed_at > ${now}::timestamptz - make_interval(secs => ${RETURN_DIGEST_GRACE_SECONDS}), false)
+             and coalesce(t.last_ringed_at < e.presence_changed_at, true))`;
+};
+
+/**
  * The heartbeat sweep's pick-and-charge, in one transaction: pending push-eligible todos of active
  * endpoints among `receivers` whose return to in has been claimed (presence_seen; the digest
  * covers an unclaimed one) and whose next ring is due, ranked per endpoint so one deep backlog
- * cannot starve the rest, at most `limit`, each charged one ring. A return to in counts as a ring
- * of everything held: the claim commits before its digest marks the backlog, so without this a
- * sweep on another instance between the two would ring each held todo singly. Unscoped by design:
- * it has no caller, and each row it returns names its own endpoint.
+ * cannot starve the rest, at most `limit`, each charged one ring and announced by it. The due
+ * predicate is checked again as each row is locked: a digest that marked it after the pick (or
+ * is marking it now: the row is skipped) has announced it. Unscoped by design: it has no caller,
+ * and each row it returns names its own endpoint.
  */
 export async function chargeDueRingsUnscoped(
   sql: Sql,
@@ -117,7 +119,6 @@ export async function chargeDueRingsUnscoped(
   limit = SWEEP_LIMIT,
 ): Promise<TodoMetaRow[]> {
   if (receivers.length === 0) return [];
-  const intervals = sql.array([...RING_INTERVALS_SECONDS]);
   const charged = await sql.begin(async (tx) => {
     // Ids first, in a materialized CTE: a LIMIT under FOR UPDATE SKIP LOCKED inside WHERE id IN (...)
     // can be re-run per row by the planner and reach past the cap.
@@ -126,20 +127,17 @@ export async function chargeDueRingsUnscoped(
         select t.id, t.last_ringed_at, t.created_at, t.seq,
                row_number() over (partition by t.endpoint_id order by t.last_ringed_at nulls first, t.created_at, t.seq) as turn
         from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active' and e.presence_seen = 'in'
-        where t.endpoint_id = any(${tx.array([...receivers])}::uuid[])
-          and ${pushEligible(tx)}
-          and t.ring_attempts < ${RING_BUDGET}
-          and greatest(coalesce(t.last_ringed_at, t.created_at), e.presence_changed_at)
-              <= ${now}::timestamptz - make_interval(secs => (${intervals}::int[])[t.ring_attempts + 1])
+        where t.endpoint_id = any(${tx.array([...receivers])}::uuid[]) and ${ringDue(tx, now)}
       )
       select id from due order by turn, last_ringed_at nulls first, created_at, seq limit ${limit}`;
     if (picked.length === 0) return [];
     const rows: TodoMetaRow[] = await tx<TodoMetaRow[]>`
       with locked as materialized (
-        select id from todos where id = any(${tx.array(picked.map((p) => p.id))}::text[]) and state = 'pending'
-        for update skip locked
+        select t.id from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active' and e.presence_seen = 'in'
+        where t.id = any(${tx.array(picked.map((p) => p.id))}::text[]) and ${ringDue(tx, now)}
+        for update of t skip locked
       )
-      update todos t set ring_attempts = t.ring_attempts + 1, last_ringed_at = ${now}
+      update todos t set ring_attempts = t.ring_attempts + 1, last_ringed_at = ${now}, last_ringed_by = 'ring'
       from locked where t.id = locked.id
       returning ${tx.unsafe(todoMetaColumns('t'))}`;
     return rows;

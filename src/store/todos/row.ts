@@ -35,6 +35,8 @@ export interface TodoRow {
   completed_at: Date | null;
   next_retry_at: Date | null;
   last_ringed_at: Date | null;
+  /** How it was last announced since it became ready (store/todos/announce.ts). */
+  last_ringed_by: 'ring' | 'digest' | null;
   ring_attempts: number;
   synthetic: boolean;
   claimed_session_id: string | null;
@@ -49,7 +51,7 @@ export interface TodoRow {
 export const TODO_ROW_COLUMNS = [
   'id', 'endpoint_id', 'queue', 'source', 'kind', 'title', 'payload', 'payload_size', 'event_id', 'idempotency_key',
   'assignee', 'state', 'owner', 'lease_expires_at', 'attempt', 'max_attempts', 'result', 'created_at', 'updated_at',
-  'claimed_at', 'completed_at', 'next_retry_at', 'last_ringed_at', 'ring_attempts', 'synthetic', 'claimed_session_id',
+  'claimed_at', 'completed_at', 'next_retry_at', 'last_ringed_at', 'last_ringed_by', 'ring_attempts', 'synthetic', 'claimed_session_id',
   'lease_token_hash', 'priority', 'run_at',
 ] as const satisfies readonly (keyof TodoRow)[];
 

@@ -3,11 +3,12 @@ import { RESERVED_QUEUE } from '../../domain/scope.ts';
 import { delayDue, leaseExpired, retryDue } from './predicates.ts';
 import type { Moved } from './row.ts';
 import { unclaimSet } from './transitions.ts';
+import { unannounced } from './announce.ts';
 
 // Background sweeps: no caller, so no endpoint predicate; each row moves only within its own
 // lifecycle, and the caller learns which endpoints and queues changed.
 
-/** Expired leases go back to pending, or become dead letters once their attempts are spent. */
+/** Expired leases go back to pending (new work to announce), or become dead letters once their attempts are spent. */
 export async function reapExpiredLeasesUnscoped(sql: Sql, now: Date, limit = 1000): Promise<Moved[]> {
   return sql<Moved[]>`
     with expired as materialized (
@@ -22,12 +23,12 @@ export async function reapExpiredLeasesUnscoped(sql: Sql, now: Date, limit = 100
       result = case when t.attempt < t.max_attempts then t.result
                     else ${sql.json({ error: 'lease_expired', detail: 'lease expired on the last attempt' })} end,
       completed_at = case when t.attempt < t.max_attempts then null else ${now}::timestamptz end,
-      owner = null, ${unclaimSet(sql)}, claimed_at = null, updated_at = ${now}
+      ${unannounced(sql)}, owner = null, ${unclaimSet(sql)}, claimed_at = null, updated_at = ${now}
     from expired where t.id = expired.id
     returning t.id, t.endpoint_id, t.queue, t.state`;
 }
 
-/** Failed todos whose retry wait is over become pending again. */
+/** Failed todos whose retry wait is over become pending again, new work to announce. */
 export async function requeueDueRetriesUnscoped(sql: Sql, now: Date, limit = 1000): Promise<Moved[]> {
   return sql<Moved[]>`
     with due as materialized (
@@ -38,7 +39,7 @@ export async function requeueDueRetriesUnscoped(sql: Sql, now: Date, limit = 100
       for update skip locked
     )
     update todos t set state = 'pending', owner = null, lease_expires_at = null, claimed_at = null,
-      next_retry_at = null, updated_at = ${now}
+      next_retry_at = null, ${unannounced(sql)}, updated_at = ${now}
     from due where t.id = due.id
     returning t.id, t.endpoint_id, t.queue, t.state`;
 }
