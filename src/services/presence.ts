@@ -335,7 +335,9 @@ export class PresenceService {
       this.log.info({ endpoint_id: endpointId, reason, pending, cause: outcome.rung ? 'not_committed' : outcome.reason }, 'digest not delivered');
       return false;
     }
-    this.log.info({ slug: outcome.session.endpoint.slug, session: outcome.session.id, reason, pending: counted.length }, 'digest rung');
+    const { session, ringId } = outcome;
+    this.log.info({ slug: session.endpoint.slug, session: session.id, ring_id: ringId, reason, pending: counted.length }, 'digest rung');
+    this.log.debug({ session: session.id, ring_id: ringId, todo_ids: counted.map((t) => t.id) }, 'digest counted');
     return true;
   }
 
