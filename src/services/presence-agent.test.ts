@@ -45,6 +45,20 @@ const row = async (id: string) =>
 const writes = (slug: string) => logged.filter((l) => l.msg === 'presence written' && l.slug === slug);
 
 describe("an agent's clock_in and its human's override", () => {
+  it("clock_out then clock_in cannot undo the human's clock-out (DESIGN decision 8): the operator's override stays", async () => {
+    const e = await vend();
+    const a = await fixture.agent(e);
+    expect((await api('PUT', `/api/v1/endpoints/${e.slug}/presence`, { presence: 'out', until: null })).status).toBe(200);
+    const before = await row(e.id);
+    app.clock.advance(60_000);
+    expect(await a.call('clock_out')).toMatchObject({ presence: 'out', source: 'operator' });
+    expect(await row(e.id)).toEqual(before);
+    const refused = await a.call('clock_in');
+    expect(refused.error).toMatch(/^failed_precondition: /);
+    expect(await a.call('presence')).toMatchObject({ presence: 'out', source: 'operator' });
+    expect((await api('GET', `/api/v1/endpoints/${e.slug}/presence`)).json).toMatchObject({ presence: 'out', source: 'operator' });
+  });
+
   it("is refused over the operator's clock-out with failed_precondition naming the human and the end; pulls still work", async () => {
     const e = await vend();
     const a = await fixture.agent(e);
@@ -120,14 +134,19 @@ describe('every presence write is audited', () => {
     expect(writes(e.slug).at(-1)).toMatchObject({ write: 'shift', by: human, from: 'out', to: 'out' });
     expect((await row(e.id)).presence_written_at).toEqual(app.clock.now());
 
-    // The agent's clock_out over it, then the operator's clear.
+    // The agent's clock_out over it keeps the operator's override and writes nothing (decision 8);
+    // then the operator's clear.
+    app.clock.advance(60_000);
+    expect(await a.call('clock_out')).toMatchObject({ presence: 'out', source: 'operator' });
+    expect(writes(e.slug)).toHaveLength(3);
+    app.clock.advance(60_000);
+    await api('DELETE', `/api/v1/endpoints/${e.slug}/presence`);
+    expect(writes(e.slug).at(-1)).toMatchObject({ write: 'override', by: human, from: 'out', to: 'out', source: 'shift' });
+    // The agent's own clock_out, a write of its own.
     app.clock.advance(60_000);
     await a.call('clock_out');
     expect(writes(e.slug).at(-1)).toMatchObject({ write: 'override', by: 'agent', from: 'out', to: 'out', source: 'agent' });
     expect(await row(e.id)).toMatchObject({ presence_written_by: 'agent', presence_written_at: app.clock.now() });
-    app.clock.advance(60_000);
-    await api('DELETE', `/api/v1/endpoints/${e.slug}/presence`);
-    expect(writes(e.slug).at(-1)).toMatchObject({ write: 'override', by: human, from: 'out', to: 'out', source: 'shift' });
     expect(writes(e.slug)).toHaveLength(5);
     for (const line of writes(e.slug)) expect(Object.keys(line)).toEqual(expect.arrayContaining(['slug', 'from', 'to', 'source', 'until', 'by', 'at']));
   });

@@ -90,6 +90,13 @@ describe.each(FIXTURES)('SPEC-0022 scenarios with shift $shift', ({ shift: text,
     expect(effective(i, at(TUE, '09:00'))).toEqual(eff('in', 'shift', at(TUE, '13:00')));
   });
 
+  it("an agent's clock_out over its human's live out override keeps the human's override (DESIGN decision 8)", () => {
+    const operatorOut = { ...plain, override: 'out' as const, overrideUntil: null, overrideSetAt: at(MON, '09:30'), overrideBy: 'operator:h1' };
+    const w = planClockOut(operatorOut, at(MON, '10:00'));
+    expect(w).toEqual({ override: 'out', overrideUntil: null, overrideSetAt: at(MON, '09:30'), overrideBy: 'operator:h1' });
+    expect(effective(apply(operatorOut, w), at(MON, '10:00')).source).toBe('operator');
+  });
+
   it('P3 / Late clock-in outside a shift: clock_in {for: "2h"} at 20:00 Monday is in until 22:00, then out', () => {
     const w = planClockIn(plain, at(MON, '20:00'), parseClockInDuration('2h'));
     expect(w).toEqual({ override: 'in', overrideUntil: at(MON, '22:00'), overrideSetAt: at(MON, '20:00'), overrideBy: 'agent' });
@@ -260,8 +267,8 @@ describe('SPEC-0022 scenarios without a shift', () => {
     const timed = apply(inputs(null), planOperatorSet(inputs(null), t, 'out', later(3 * DAY), 'h_1'));
     expect(effective(timed, t)).toEqual(eff('out', 'operator', later(3 * DAY)));
     expect(effective(timed, later(3 * DAY))).toEqual(eff('in', 'default', null));
-    // An agent clock_out over an operator's out is the agent's from then on.
-    expect(planClockOut(i, later(H))).toEqual({ override: 'out', overrideUntil: null, overrideSetAt: later(H), overrideBy: 'agent' });
+    // An agent clock_out over an operator's out keeps the operator's (DESIGN decision 8).
+    expect(planClockOut(i, later(H))).toEqual({ override: 'out', overrideUntil: null, overrideSetAt: t, overrideBy: 'operator:h_1' });
   });
 
   it('an in override without a shift never changes the presence value', () => {
@@ -356,13 +363,15 @@ describe('effective (properties)', () => {
     );
   });
 
-  it('clock_out makes the endpoint out by the agent now, and repeating it writes nothing', () => {
+  it("clock_out makes the endpoint out now, by the agent unless its human's out decides, and repeating it writes nothing", () => {
     fc.assert(
       fc.property(presenceInputs, instant2026, fc.integer({ min: 0, max: 2 * H }), (make, t, dt) => {
         const i = make(t);
         const w = planClockOut(i, new Date(t));
         const after = apply(i, w);
-        expect(effective(after, new Date(t))).toMatchObject({ presence: 'out', source: 'agent' });
+        const operatorOut = effective(i, new Date(t));
+        const keptOperator = operatorOut.presence === 'out' && operatorOut.source === 'operator';
+        expect(effective(after, new Date(t))).toMatchObject({ presence: 'out', source: keptOperator ? 'operator' : 'agent' });
         expect(planClockOut(after, new Date(t))).toEqual(w);
         const e = effective(after, new Date(t + dt));
         if (e.source === 'agent') expect(planClockOut(after, new Date(t + dt))).toEqual(w);

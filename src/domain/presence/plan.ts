@@ -26,10 +26,14 @@ const current = (i: PresenceInputs): OverrideWrite => ({
  * own; with a shift it ends at the first shift boundary after now (start or end), without one it
  * lasts until clock_in or an operator change. Idempotent: when a live agent out override already
  * decides, the existing override is returned unchanged, so repeating the verb writes nothing.
+ *
+ * The human decides (DESIGN decision 8): over a live operator out override the operator's override
+ * is kept and the current state answered. Replacing it with the agent's own out would let the
+ * agent's next clock_in clear it, undoing its human's clock-out in two calls.
  */
 export function planClockOut(inputs: PresenceInputs, now: Date): OverrideWrite {
   const eff = effective(inputs, now);
-  if (eff.presence === 'out' && eff.source === 'agent') return current(inputs);
+  if (eff.presence === 'out' && (eff.source === 'agent' || eff.source === 'operator')) return current(inputs);
   return { override: 'out', overrideUntil: null, overrideSetAt: new Date(now.getTime()), overrideBy: 'agent' };
 }
 
