@@ -30,7 +30,7 @@ const ALLOWED: Record<string, string[]> = {
   services: ['services', 'store', 'db', 'sessions', 'lib', 'domain', 'config'],
   web: ['web', 'lib', 'domain'],
   surface: ['surface', 'services', 'sessions', 'web', 'lib', 'domain', 'config'],
-  root: ['root', 'surface', 'services', 'store', 'db', 'sessions', 'web', 'lib', 'domain', 'config'],
+  root: ['root', 'surface', 'services', 'db', 'sessions', 'web', 'lib', 'domain', 'config'],
 };
 
 /** Packages a layer must not import: the database driver outside the store, HTTP below the surfaces. */

@@ -5,7 +5,6 @@ import { registerIngest } from './ingest-http/routes.ts';
 import { BOARD_CSP, registerBoard } from './board/plugin.ts';
 import { constantTimeEqual } from './lib/secrets.ts';
 import type { HealthView } from './api/wire.ts';
-import { pingDatabase } from './store/health.ts';
 import type { Services } from './compose.ts';
 import type { ReadinessReport } from './services/readiness.ts';
 import type { BucketPolicy } from './lib/rate-limit.ts';
@@ -39,8 +38,8 @@ export interface WebOptions {
    * one of them is keyed, in every per-address limit, by the client address the proxy forwarded.
    */
   trustedProxies?: readonly string[];
-  /** What /readyz asks. */
-  readiness: { check(): Promise<ReadinessReport> };
+  /** What /healthz (the database ping) and /readyz (every check) ask. */
+  readiness: { check(): Promise<ReadinessReport>; ping(): Promise<void> };
 }
 
 const SECURITY_HEADERS: Record<string, string> = {
@@ -66,7 +65,7 @@ function withSecurityHeaders(reply: FastifyReply, https: boolean): FastifyReply 
 
 /** The fastify instance with every surface mounted on the instance's services. */
 export function buildServer(s: Services, web: WebOptions): FastifyInstance {
-  const { sql, clock, log } = s.base;
+  const { clock, log } = s.base;
   /** The cluster's sessions of each endpoint, and how many of them are unheard. */
   const sessionCounts = async (endpointIds: readonly string[]) =>
     new Map([...(await s.directory.countsOf(endpointIds))].map(([id, c]) => [id, { sessions: c.sessions, unheard_sessions: c.unheard }]));
@@ -113,7 +112,7 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
 
   app.get('/healthz', async (req, reply) => {
     try {
-      await pingDatabase(sql);
+      await web.readiness.ping();
     } catch (err) {
       log.warn({ err: (err as Error).message }, 'health check: database unreachable');
       return reply.code(503).type('text/plain; charset=utf-8').send('db down\n');

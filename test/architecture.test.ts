@@ -65,6 +65,14 @@ describe('checkArchitecture', () => {
     ]);
   });
 
+  it('fails when the composition root imports the store: server.ts reaches the database through a service (readiness)', () => {
+    const root = tree({
+      'store/health.ts': 'export const ping = 1;\n',
+      'server.ts': "import { ping } from './store/health.ts';\nexport const server = ping;\n",
+    });
+    expect(checkArchitecture(root)).toEqual(['server.ts -> store/health.ts: the root layer must not import the store layer']);
+  });
+
   it('fails when one surface imports another (the CLI may read only the API wire types)', () => {
     const root = tree({
       'api/wire.ts': 'export type EndpointView = { id: string };\n',

@@ -57,4 +57,14 @@ describe('Readiness.check', () => {
       await closed.end({ timeout: 1 });
     }
   });
+
+  it('ping resolves while the database answers and rejects when it cannot be reached (/healthz)', async () => {
+    await expect(new Readiness(db.sql, () => heard).ping()).resolves.toBeUndefined();
+    const closed = connect('postgres://nobody@127.0.0.1:1/none', { max: 1 });
+    try {
+      await expect(new Readiness(closed, () => heard).ping()).rejects.toThrow();
+    } finally {
+      await closed.end({ timeout: 1 });
+    }
+  });
 });

@@ -34,9 +34,14 @@ export class Readiness {
     return { ready: database === 'ok' && migrations === 'ok' && listen === 'ok', checks: { database, migrations, listen } };
   }
 
+  /** Resolves when the database answers a trivial query; rejects with the driver's error when it cannot be reached (/healthz). */
+  async ping(): Promise<void> {
+    await pingDatabase(this.sql);
+  }
+
   async #database(): Promise<CheckResult> {
     try {
-      await pingDatabase(this.sql);
+      await this.ping();
       return 'ok';
     } catch (err) {
       return `unreachable: ${(err as Error).message}`;
