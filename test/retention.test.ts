@@ -3,8 +3,9 @@ import { createLogger } from '../src/lib/log.ts';
 import { retentionPass, type RetentionDeps } from '../src/services/maintenance/retention.ts';
 import { push, vend, withApp } from './support/fixtures.ts';
 
-// Retention (issue 17 item 15a): finished todos, their events, events no todo points at and
-// doorbell rings older than SWITCHBOARD_RETENTION are deleted in batches; live todos never are.
+// Retention (issue 17 item 15a): finished todos, their events and events no todo points at older
+// than SWITCHBOARD_RETENTION are deleted in batches; live todos never are. Ring records and
+// self-test reports are not retention's: they live 7 days whatever it says (issue 34 item 8).
 
 const f = withApp();
 const DAY = 24 * 3_600_000;
@@ -32,8 +33,18 @@ async function ring(endpointId: string, sentAt: Date): Promise<string> {
   return id;
 }
 
+/** A self-test report whose test expired at `expiredAt` (its synthetic todo long gone). */
+async function report(endpointId: string, expiredAt: Date): Promise<string> {
+  const id = `dt_${'0'.repeat(10)}${Math.floor(Math.random() * 1e15).toString(32).toUpperCase().replace(/[ILOU]/g, '0').padStart(16, '0')}`.slice(0, 29);
+  const createdAt = new Date(expiredAt.getTime() - 6 * 60_000);
+  await f.sql`
+    insert into doorbell_tests (test_id, endpoint_id, todo_id, wait_seconds, created_at, ring_due_at, expires_at, server_version, stream_attached, channel_capability)
+    values (${id}, ${endpointId}, ${`td_${id.slice(3)}`}, 60, ${createdAt}, ${createdAt}, ${expiredAt}, 'test', true, ${f.sql.json({})})`;
+  return id;
+}
+
 describe('the retention pass', () => {
-  it('deletes finished todos, their events, orphan events and rings past retention; live todos and newer rows stay', async () => {
+  it('deletes finished todos, their events and orphan events past retention; live todos and newer rows stay', async () => {
     const e = await vend(f.api, { name: 'ret', queues: ['reviews'] });
     const old = {
       done: await todoIn(e.slug, 'done'),
@@ -46,17 +57,15 @@ describe('the retention pass', () => {
     };
     // An event whose todo went some other way.
     await f.sql`delete from todos where id = ${old.orphan.id}`;
-    const oldRing = await ring(e.id, f.app.clock.now());
     f.app.clock.advance(RETENTION - DAY);
     const recent = { done: await todoIn(e.slug, 'done'), orphan: await todoIn(e.slug, 'pending') };
     await f.sql`delete from todos where id = ${recent.orphan.id}`;
-    const newRing = await ring(e.id, f.app.clock.now());
 
     // Nothing is past retention yet.
-    expect(await retentionPass(deps())).toEqual({ todos: 0, events: 0, rings: 0, replayKeys: 0, more: false });
+    expect(await retentionPass(deps())).toEqual({ todos: 0, events: 0, replayKeys: 0, more: false });
 
     f.app.clock.advance(2 * DAY);
-    expect(await retentionPass(deps())).toEqual({ todos: 3, events: 4, rings: 1, replayKeys: 0, more: false });
+    expect(await retentionPass(deps())).toEqual({ todos: 3, events: 4, replayKeys: 0, more: false });
     for (const t of [old.done, old.failed, old.canceled]) {
       expect(await exists('todos', t.id)).toBe(false);
       expect(await exists('events', t.eventId)).toBe(false);
@@ -67,7 +76,32 @@ describe('the retention pass', () => {
       expect(await exists('events', t.eventId)).toBe(true);
     }
     expect(await exists('events', recent.orphan.eventId)).toBe(true);
-    expect((await f.sql`select ring_id from doorbell_rings where ring_id in ${f.sql([oldRing, newRing])}`).map((r) => r.ring_id)).toEqual([newRing]);
+  });
+
+  it('keeps ring records and self-test reports 7 days whatever SWITCHBOARD_RETENTION says (SPEC-0025 REQ-1, REQ-8)', async () => {
+    const e = await vend(f.api, { name: 'ret-rings', queues: ['reviews'] });
+    const now = f.app.clock.now().getTime();
+    const ago = (days: number) => new Date(now - days * DAY);
+    const rings = { young: await ring(e.id, ago(2)), old: await ring(e.id, ago(8)) };
+    const reports = { young: await report(e.id, ago(2)), old: await report(e.id, ago(8)) };
+    const left = async () => ({
+      rings: (await f.sql`select ring_id from doorbell_rings where ring_id in ${f.sql(Object.values(rings))}`).map((r) => r.ring_id),
+      reports: (await f.sql`select test_id from doorbell_tests where test_id in ${f.sql(Object.values(reports))}`).map((r) => r.test_id),
+    });
+
+    // A retention of 24 h (and one of 60 days) runs with the self-test housekeeping, as the loops do.
+    await retentionPass(deps({ retentionMs: DAY }));
+    await f.app.selfTests.cleanUp();
+    expect(await left()).toEqual({ rings: [rings.young], reports: [reports.young] });
+    await retentionPass(deps({ retentionMs: 60 * DAY }));
+    await f.app.selfTests.cleanUp();
+    expect(await left()).toEqual({ rings: [rings.young], reports: [reports.young] });
+
+    // Past 7 days the young ones go too, whatever the retention.
+    f.app.clock.advance(5 * DAY + 60_000);
+    await retentionPass(deps({ retentionMs: 60 * DAY }));
+    await f.app.selfTests.cleanUp();
+    expect(await left()).toEqual({ rings: [], reports: [] });
   });
 
   it('works in batches: a backlog larger than one tick drains over several', async () => {

@@ -2,6 +2,8 @@ import type { Sql } from '../db/connect.ts';
 
 // Retention (SWITCHBOARD_RETENTION): what is deleted once it is older than the cutoff. Every
 // statement picks at most `limit` ids first, then deletes them; live todos are never picked.
+// Ring records and self-test reports are kept 7 days whatever the retention (SPEC-0025 REQ-1,
+// REQ-8): rings.ts and selftests.ts delete them, never this file.
 
 /** A todo that will never change again: done, canceled, or failed with no retry left (todos_finished_idx). */
 const finished = (sql: Sql) => sql`(state = 'done' or state = 'canceled' or (state = 'failed' and next_retry_at is null))`;
@@ -43,17 +45,6 @@ export async function deleteOldReplayKeysUnscoped(sql: Sql, cutoff: Date, limit:
     )
     delete from replay_keys k using doomed
     where k.webhook_id = doomed.webhook_id and k.body_sha256 = doomed.body_sha256 and k.received_at < ${cutoff}
-    returning 1`;
-  return rows.length;
-}
-
-/** Doorbell ring records sent before `cutoff`. */
-export async function deleteOldRingsUnscoped(sql: Sql, cutoff: Date, limit: number): Promise<number> {
-  const rows = await sql`
-    with doomed as materialized (
-      select ring_id from doorbell_rings where sent_at < ${cutoff} order by sent_at limit ${limit}
-    )
-    delete from doorbell_rings r using doomed where r.ring_id = doomed.ring_id
     returning 1`;
   return rows.length;
 }

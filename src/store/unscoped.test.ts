@@ -12,7 +12,7 @@ const UNSCOPED = {
   'endpoints.ts': ['authenticateEndpointCredentialUnscoped', 'inactiveEndpointIdsUnscoped'],
   'hooks.ts': ['countHooksUnscoped', 'legacyHookSecretsUnscoped', 'resealHookSecretsUnscoped'],
   'presence.ts': ['presenceWatchlistUnscoped'],
-  'retention.ts': ['deleteFinishedTodosUnscoped', 'deleteOldReplayKeysUnscoped', 'deleteOldRingsUnscoped', 'deleteOrphanEventsUnscoped'],
+  'retention.ts': ['deleteFinishedTodosUnscoped', 'deleteOldReplayKeysUnscoped', 'deleteOrphanEventsUnscoped'],
   'rings.ts': ['markUnheardRingsUnscoped', 'pruneRingsUnscoped'],
   'sessions.ts': ['expireIdleSessionsUnscoped', 'markUnheardSessionsUnscoped', 'pruneRingGatesUnscoped', 'reapDeadInstancesUnscoped', 'unheardSessionCountUnscoped'],
   'selftests.ts': ['cleanUpSelfTestsUnscoped', 'overdueTestsUnscoped', 'selfTestEndpointUnscoped', 'settleUnrungTestsUnscoped'],

@@ -1,7 +1,7 @@
 import type { Sql } from '../../db/connect.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../lib/log.ts';
-import { deleteFinishedTodosUnscoped, deleteOldReplayKeysUnscoped, deleteOldRingsUnscoped, deleteOrphanEventsUnscoped } from '../../store/retention.ts';
+import { deleteFinishedTodosUnscoped, deleteOldReplayKeysUnscoped, deleteOrphanEventsUnscoped } from '../../store/retention.ts';
 import type { MaintenanceLoop } from './loop.ts';
 
 export const RETENTION_INTERVAL_MS = 10 * 60_000;
@@ -14,7 +14,11 @@ export interface RetentionDeps {
   sql: Sql;
   clock: Clock;
   log: Logger;
-  /** SWITCHBOARD_RETENTION: how long finished rows are kept. */
+  /**
+   * SWITCHBOARD_RETENTION: how long finished todos, their events and replay keys are kept. Not ring
+   * records nor self-test reports: those live exactly 7 days whatever it says (SPEC-0025 REQ-1,
+   * REQ-8), deleted by the self-test housekeeping loop.
+   */
   retentionMs: number;
   batch?: number;
   batchesPerTick?: number;
@@ -23,7 +27,6 @@ export interface RetentionDeps {
 export interface RetentionPass {
   todos: number;
   events: number;
-  rings: number;
   /** Signed bodies' replay keys past the window. */
   replayKeys: number;
   /** True when a kind still had a full batch at the tick's end (more is waiting). */
@@ -32,14 +35,14 @@ export interface RetentionPass {
 
 /**
  * One retention pass: finished todos (done, or failed with no retry left) last changed before
- * now - retention and their events, then events no todo points at, then doorbell rings and replay
- * keys; each in
+ * now - retention and their events, then events no todo points at, then replay keys; each in
  * batches until a batch comes back short or the tick's budget is spent. Safe on every instance.
+ * Ring records and self-test reports are not retention's: they are kept 7 days (SPEC-0025).
  */
 export async function retentionPass(deps: RetentionDeps): Promise<RetentionPass> {
   const { sql, clock, log, retentionMs, batch = RETENTION_BATCH, batchesPerTick = RETENTION_BATCHES_PER_TICK } = deps;
   const cutoff = new Date(clock.now().getTime() - retentionMs);
-  const out: RetentionPass = { todos: 0, events: 0, rings: 0, replayKeys: 0, more: false };
+  const out: RetentionPass = { todos: 0, events: 0, replayKeys: 0, more: false };
   const drain = async (step: () => Promise<number>): Promise<void> => {
     for (let i = 0; i < batchesPerTick; i++) {
       const n = await step();
@@ -59,16 +62,11 @@ export async function retentionPass(deps: RetentionDeps): Promise<RetentionPass>
     return n;
   });
   await drain(async () => {
-    const n = await deleteOldRingsUnscoped(sql, cutoff, batch);
-    out.rings += n;
-    return n;
-  });
-  await drain(async () => {
     const n = await deleteOldReplayKeysUnscoped(sql, cutoff, batch);
     out.replayKeys += n;
     return n;
   });
-  if (out.todos || out.events || out.rings || out.replayKeys) log.info({ ...out, cutoff: cutoff.toISOString() }, 'retention pass');
+  if (out.todos || out.events || out.replayKeys) log.info({ ...out, cutoff: cutoff.toISOString() }, 'retention pass');
   return out;
 }
 
