@@ -19,7 +19,7 @@ const count = z.number().int().nonnegative();
 const presence = z.enum(['in', 'out']);
 const presenceSource = z.enum(['shift', 'agent', 'operator', 'default']);
 const todoState = z.enum(['pending', 'claimed', 'done', 'failed', 'canceled']);
-const verdict = z.enum(['pending', 'pass', 'claimed_before_ring', 'no_session', 'no_stream', 'write_failed', 'unheard']);
+const verdict = z.enum(['pending', 'pass', 'no_session', 'no_stream', 'write_failed', 'unheard']);
 
 export type TodoState = z.output<typeof todoState>;
 

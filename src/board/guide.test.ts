@@ -10,7 +10,7 @@ import { hintWithLinks, renderGuide } from './views/docs.ts';
 
 useBoardSuite();
 
-const VERDICTS: Verdict[] = ['pending', 'pass', 'claimed_before_ring', 'no_session', 'no_stream', 'write_failed', 'unheard'];
+const VERDICTS: Verdict[] = ['pending', 'pass', 'no_session', 'no_stream', 'write_failed', 'unheard'];
 
 describe('the connect guide', () => {
   it('is served to anyone at /docs/connect with the board CSP, its sections anchored', async () => {

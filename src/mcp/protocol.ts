@@ -1,7 +1,7 @@
 import { VERSION } from '../lib/version.ts';
 import { INVALID_PARAMS, METHOD_NOT_FOUND, rpcError, rpcResult, type JsonRpcRequest, type JsonRpcResponse } from './jsonrpc.ts';
 import type { Session } from '../sessions/registry.ts';
-import { GRANTABLE_TOOLS, SELF_TOOLS, callTool, describeTool, toolError, toolsFor, verbNotGranted, type AgentServices } from './tools/index.ts';
+import { GRANTABLE_TOOLS, SELF_TOOLS, callTool, describeTool, isUngrantedListing, toolError, toolsFor, verbNotGranted, type AgentServices } from './tools/index.ts';
 
 /** Newest first. Never a version without channels (the 2026 stateless era drops them). */
 export const SUPPORTED_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05', '2024-10-07'] as const;
@@ -96,7 +96,7 @@ export async function handleSessionRequest(deps: ProtocolDeps, session: Session,
           return call.call.signal;
         },
         keepAlive: call.keepAlive,
-        grantedVerbs: callable.map((t) => t.name),
+        grantedVerbs: callable.filter((t) => !isUngrantedListing(t)).map((t) => t.name),
       };
       if (!callable.includes(tool)) {
         if (!tool.runUngranted) return rpcResult(req.id, toolError(verbNotGranted(name, ctx.grantedVerbs)));

@@ -152,17 +152,13 @@ export class TodoWork {
   }
 
   /**
-   * The claim of one's own self-test todo, which needs no claim grant (by id, or the rung one when
-   * `id` is null); null when the caller has no such todo, for the verb to refuse as not granted.
+   * The claim of one's own self-test todo by id, which needs no claim grant; null when the caller
+   * has no such todo, for the verb to refuse as not granted.
    */
-  async claimOwnTest(w: Worker, id: string | null, queue?: string) {
-    const row = await this.#claimOwnTest(w, id, this.#queues(w, queue));
+  async claimOwnTest(w: Worker, id: string) {
+    const row = await claimOwnTestTodo(this.base.sql, callerOf(w), this.#queues(w, undefined), this.base.clock.now(), id);
     if (!row) return null;
-    return { view: id === null ? { empty: false, todo: selfTestView(row) } : selfTestView(row), ackedRings: row.acked_rings };
-  }
-
-  #claimOwnTest(w: Worker, id: string | null, queues: readonly string[]): Promise<ClaimedTodo | null> {
-    return claimOwnTestTodo(this.base.sql, callerOf(w), queues, this.base.clock.now(), id);
+    return { view: selfTestView(row), ackedRings: row.acked_rings };
   }
 
   /**

@@ -163,6 +163,8 @@ export const drainTools: Tool[] = [
       await ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
       return claimed.view;
     },
+    ungrantedDescription:
+      'Claim your own self-test todo by id: the todo_id of the self-test doorbell test_doorbell rings. This endpoint is not granted claim, so no other todo can be claimed with it.',
     async runUngranted(ctx, args) {
       const claimed = await ctx.todoWork.claimOwnTest(workerOf(ctx), args.id);
       if (!claimed) throw verbNotGranted('claim', ctx.grantedVerbs);
@@ -181,12 +183,6 @@ export const drainTools: Tool[] = [
     input: claimNextInput,
     async run(ctx, args) {
       return claimNextFor(ctx, args);
-    },
-    async runUngranted(ctx, args) {
-      const claimed = await ctx.todoWork.claimOwnTest(workerOf(ctx), null, args.queue);
-      if (!claimed) throw verbNotGranted('claim_next', ctx.grantedVerbs);
-      await ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
-      return claimed.view;
     },
   }),
   defineTool({

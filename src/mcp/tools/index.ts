@@ -17,15 +17,34 @@ export const SELF_TOOLS = new Map<string, Tool>([...presenceTools, ...doorbellSe
 
 const toolsByGrant = new WeakMap<readonly string[], Tool[]>();
 
-/** The tools a session may call, in tools/list order; worked out once per grant (an endpoint's verbs). */
+/**
+ * A grantable verb as listed to an endpoint not granted it (DESIGN decision 11: `claim` of one's
+ * own self-test todo): described and run as what it does without the grant. Made once per verb.
+ */
+const UNGRANTED_TOOLS = new Map<string, Tool>(
+  [...GRANTABLE_TOOLS.values()]
+    .filter((t) => t.runUngranted && t.ungrantedDescription)
+    .map((t) => [t.name, { ...t, description: t.ungrantedDescription!, run: t.runUngranted! }]),
+);
+
+/**
+ * The tools a session may call, in tools/list order: its granted verbs, the verbs it may call
+ * without their grant (listed by what they then do), then the self verbs. Worked out once per
+ * grant (an endpoint's verbs).
+ */
 export function toolsFor(session: Session): Tool[] {
   const verbs = session.endpoint.verbs;
   let tools = toolsByGrant.get(verbs);
   if (!tools) {
-    tools = [...[...GRANTABLE_TOOLS.values()].filter((t) => verbs.includes(t.name)), ...SELF_TOOLS.values()];
+    const granted = [...GRANTABLE_TOOLS.values()].filter((t) => verbs.includes(t.name));
+    const ungranted = [...UNGRANTED_TOOLS.values()].filter((t) => !verbs.includes(t.name));
+    tools = [...granted, ...ungranted, ...SELF_TOOLS.values()];
     toolsByGrant.set(verbs, tools);
   }
   return tools;
 }
+
+/** Whether `tool` is listed to a session only for what it does without its grant. */
+export const isUngrantedListing = (tool: Tool): boolean => UNGRANTED_TOOLS.get(tool.name) === tool;
 
 export { callTool, describeTool, toolError, verbNotGranted, type AgentServices, type Tool, type ToolAnnotations, type ToolContext } from './tool.ts';

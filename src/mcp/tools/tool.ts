@@ -61,6 +61,8 @@ export interface Tool<S extends z.ZodType = z.ZodType> {
   run(ctx: ToolContext, args: z.infer<S>): Promise<unknown>;
   /** What the verb does for an endpoint not granted it (claim: one's own self-test todo); absent: refused. */
   runUngranted?(ctx: ToolContext, args: z.infer<S>): Promise<unknown>;
+  /** With runUngranted: the verb is listed to an endpoint not granted it, described by this (what runUngranted does). */
+  ungrantedDescription?: string;
 }
 
 /** The refusal of a verb this session may not call: it names the verbs it may, and where to see them. */

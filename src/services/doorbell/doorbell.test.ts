@@ -218,6 +218,8 @@ describe('heartbeat sweep', () => {
     expect(unverified.pushEligible).toBe(false);
     expect(token.pushEligible).toBe(true);
     await db.sql`update todos set event_id = null where id = ${unverified.todo.id}`;
+    // The inserts' todo_ready wakeups ring (and announce) the token todo now, not after the clock moved.
+    await settle(300);
     app.clock.advance(6 * 60_000);
     await sweepOnce({ sql: db.sql, clock: app.clock, log: createLogger('silent'), doorbell: app.doorbell, receivers: () => [e.id] });
     expect(await ringAttempts(unverified.todo.id)).toBe(0);

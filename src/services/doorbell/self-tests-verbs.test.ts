@@ -287,7 +287,7 @@ describe('get_doorbell_test (REQ-8)', () => {
     expect(hintsFor('pending', 'claude-code')).toEqual([]);
     expect(hintsFor('no_stream', 'Claude-Code')).toEqual(hintsFor('unheard', 'claude-code'));
     expect(hintsFor('unheard', 'codex-mcp-client')).toEqual(hintsFor('unheard', 'crush'));
-    for (const v of ['unheard', 'no_stream', 'no_session', 'write_failed', 'claimed_before_ring'] as const) {
+    for (const v of ['unheard', 'no_stream', 'no_session', 'write_failed'] as const) {
       for (const client of ['claude-code', 'crush', null]) expect(hintsFor(v, client).at(-1)).toBe(TROUBLESHOOTING);
     }
     const at = new Date('2026-09-22T10:00:00Z');

@@ -39,15 +39,21 @@ export const SELF_TEST_CLEANUP_INTERVAL_MS = 60_000;
 /** How often every instance rings the overdue tests it holds a session for and ends those that could not ring. */
 export const SELF_TEST_RING_INTERVAL_MS = 5_000;
 
-export type Verdict = 'pending' | 'pass' | 'claimed_before_ring' | 'no_session' | 'no_stream' | 'write_failed' | 'unheard';
+/** SPEC-0025 REQ-8's six verdicts, and `pending` while the wait runs. */
+export type Verdict = 'pending' | 'pass' | 'no_session' | 'no_stream' | 'write_failed' | 'unheard';
 
 export const CHANNEL_NOTE =
   'The server advertised claude/channel. Whether a client listens to it cannot be observed from the server: only a claim of the test todo proves it.';
 export const TROUBLESHOOTING = 'Troubleshooting: /docs/connect#troubleshooting on this Switchboard server';
 
+/** The hint of a test whose todo was claimed before its doorbell was written: `unheard`, pulling proven, hearing not. */
+export const CLAIMED_FIRST =
+  'The test todo was claimed before its doorbell was written (from the todo_id the test returned, or by polling): that proves pulling works, not that the doorbell is heard. Start a new test and claim its todo only when the doorbell arrives.';
+
 /** The hints table (SPEC-0025 REQ-8): by verdict and by client family. */
-export function hintsFor(verdict: Verdict, clientName: string | null): string[] {
+export function hintsFor(verdict: Verdict, clientName: string | null, opts: { claimedFirst?: boolean } = {}): string[] {
   if (verdict === 'pass' || verdict === 'pending') return [];
+  if (opts.claimedFirst) return [CLAIMED_FIRST, TROUBLESHOOTING];
   const claudeCode = (clientName ?? '').toLowerCase() === 'claude-code';
   let hints: string[];
   if (verdict === 'unheard' || verdict === 'no_stream') {
@@ -62,10 +68,6 @@ export function hintsFor(verdict: Verdict, clientName: string | null): string[] 
           'The client must support notifications/claude/channel and keep its notification stream (GET) open.',
           'See the connect guide for your client: /docs/connect#other-mcp-clients',
         ];
-  } else if (verdict === 'claimed_before_ring') {
-    hints = [
-      'The test todo was claimed before its doorbell was written (from the todo_id the test returned, or by polling), so the claim shows nothing about doorbells. Start a new test and claim its todo only when the doorbell arrives.',
-    ];
   } else if (verdict === 'no_session') {
     hints = ['Nothing is connected to this endpoint. Check the MCP URL and credential; switchboard doctor lists attached sessions.'];
   } else {
@@ -176,7 +178,7 @@ export class SelfTests {
       delivered: { written: row.delivery === 'written', at: rfc3339(row.delivered_at) ?? null, session_id: row.delivered_session_id },
       claimed_within_seconds: verdict === 'pass' ? claimedWithin : null,
       verdict,
-      hints: hintsFor(verdict, row.client_name ?? firstClientName(row.channel_capability)),
+      hints: hintsFor(verdict, row.client_name ?? firstClientName(row.channel_capability), { claimedFirst: claimedFirst(row) }),
     };
   }
 
@@ -282,9 +284,13 @@ function firstClientName(capability: unknown): string | null {
 }
 
 /** The verdict table of SPEC-0025 REQ-8. */
+/** Whether the test todo was claimed before its doorbell was written (or without one being written). */
+export const claimedFirst = (t: Pick<SelfTestRow, 'delivery' | 'delivered_at' | 'claimed_at'>): boolean =>
+  t.claimed_at !== null && (t.delivered_at === null || (t.delivery === 'written' && t.claimed_at < t.delivered_at));
+
 export function verdictOf(t: Pick<SelfTestRow, 'delivery' | 'delivered_at' | 'claimed_at' | 'wait_seconds'>, now: Date): Verdict {
   // A claim before the doorbell was written (e.g. of the todo_id test_doorbell returned) heard nothing.
-  if (t.claimed_at && (t.delivered_at === null || (t.delivery === 'written' && t.claimed_at < t.delivered_at))) return 'claimed_before_ring';
+  if (claimedFirst(t)) return 'unheard';
   if (t.delivery === null || t.delivered_at === null) return 'pending';
   if (t.delivery !== 'written') return t.delivery;
   const deadline = t.delivered_at.getTime() + t.wait_seconds * 1000;

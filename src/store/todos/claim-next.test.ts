@@ -40,7 +40,7 @@ async function push(caller: Caller, title: string): Promise<string> {
 }
 
 /** A pool that counts the claim_next statements sent through it. */
-const countingPool = () => countingPoolOf(sql, (text) => text.includes('own_test'));
+const countingPool = () => countingPoolOf(sql, (text) => text.includes('picked as materialized'));
 
 const ring = (c: Caller, kind: RingKind, todoId: string | null, sentAt: Date) =>
   insertRing(sql, {
@@ -117,7 +117,7 @@ describe('ClaimNext', () => {
     expect(got[0]!.acked_rings.some((r) => r.kind === 'digest')).toBe(false);
   });
 
-  it("gives the endpoint's ringing self-test to one seat of a statement, completed by that claim and stamped on its report; the other seats take real work", async () => {
+  it("SPEC-0025 REQ-9: never gives the endpoint's ringing self-test to a seat of a statement; the seats take real work and the report stays unclaimed", async () => {
     const c = await newEndpoint();
     const real = [await push(c, 'first'), await push(c, 'second'), await push(c, 'third')];
     // The lone first claim runs before the test exists; its answer is held so the next three wait and go together.
@@ -130,7 +130,7 @@ describe('ClaimNext', () => {
         if (prop !== 'unsafe') return Reflect.get(target, prop, receiver);
         const unsafe = target.unsafe as (...a: unknown[]) => Promise<unknown>;
         return (text: string, ...rest: unknown[]) => {
-          if (!text.includes('own_test')) return unsafe(text, ...rest);
+          if (!text.includes('picked as materialized')) return unsafe(text, ...rest);
           statements++;
           const hold = first;
           first = false;
@@ -152,14 +152,10 @@ describe('ClaimNext', () => {
     const [alone, ...together] = await Promise.all([lone, ...waiting]);
     expect(statements).toBe(2);
     expect(alone!.id).toBe(real[0]);
-    const tests = together.filter((t) => t!.synthetic);
-    expect(tests.map((t) => [t!.id, t!.state, t!.lease_token_hash])).toEqual([[test.todo_id, 'done', null]]);
-    expect(together.filter((t) => !t!.synthetic).map((t) => [t!.id, t!.state])).toEqual([
-      [real[1], 'claimed'],
-      [real[2], 'claimed'],
-    ]);
+    expect(together.filter((t) => t?.synthetic)).toEqual([]);
+    expect(together.map((t) => t && [t.id, t.state])).toEqual([[real[1], 'claimed'], [real[2], 'claimed'], null]);
     const [report] = await sql<{ claimed_at: Date | null }[]>`select claimed_at from doorbell_tests where test_id = ${test.test_id}`;
-    expect(report!.claimed_at).not.toBeNull();
+    expect(report!.claimed_at).toBeNull();
   });
 
   it('a claim its statement had no todo for looks again alone, and answers empty only when nothing is claimable', async () => {
@@ -200,7 +196,7 @@ describe('ClaimNext', () => {
       get(target, prop, receiver) {
         if (prop !== 'unsafe') return Reflect.get(target, prop, receiver);
         return (text: string, ...rest: unknown[]) => {
-          if (failNext && text.includes('own_test')) {
+          if (failNext && text.includes('picked as materialized')) {
             failNext = false;
             return Promise.reject(new Error('connection lost'));
           }

@@ -3,14 +3,14 @@ import type { Fragment, Sql } from '../../db/connect.ts';
 import { Batches, gatheredRuns, type Waiting } from '../../lib/batches.ts';
 import { Lanes } from '../../lib/lanes.ts';
 import { RESERVED_QUEUE } from '../../domain/scope.ts';
-import { claimSet, ownSelfTest, selfTestRinging, withAcknowledgements, type ClaimedTodo } from './claim.ts';
+import { claimSet, withAcknowledgements, type ClaimedTodo } from './claim.ts';
 import { claimable, claimableStates } from './predicates.ts';
 import type { Caller } from './reach.ts';
 
 /**
  * Claims the next claimable todo across the caller's queues (highest priority first, then the
- * oldest), or returns null when none is. A self-test todo whose doorbell rang comes first: its
- * claim completes it (claimSet), in the same one statement. This is one claim on its own; an
+ * oldest), or returns null when none is. A self-test (synthetic) todo is never handed out
+ * (SPEC-0025 REQ-9): only a claim by id proves its doorbell was heard. This is one claim on its own; an
  * instance claims through ClaimNext (below), whose statements take the claims that waited together.
  *
  * The candidates come in that order from one ordered index scan per queue over the due pending
@@ -208,23 +208,15 @@ export function claimNextCtes(sql: Sql, opts: { queueCount: number; seats: Fragm
   ];
   const candidates = branches.reduce((all, b) => sql`${all} union all ${b}`);
   const notExcluded = opts.excluded ? sql`and t.id not in (${opts.excluded})` : sql``;
-  // The endpoint's ringing self-test comes before real work (it takes the first seat); when
-  // there is one and one seat, the limit stops the append before the real candidates are
-  // scanned or locked. Seat i takes the i-th todo picked.
+  // Seat i takes the i-th todo picked.
   return sql`
-    own_test as materialized (
-      select t.id from todos t where ${ownSelfTest(sql, caller, selfTestRinging(sql, now), queues, now)}
-      for update skip locked
-    ), picked as materialized (
-      (select id from own_test)
-      union all
-      (select l.id from (${candidates}) c
-       cross join lateral (
-         select t.id from todos t where t.id = c.id ${notExcluded} and ${claimable(sql, caller.owner, now)}
-         for update skip locked
-       ) l
-       order by c.priority desc, c.created_at, c.seq
-       limit ${upTo})
+    picked as materialized (
+      select l.id from (${candidates}) c
+      cross join lateral (
+        select t.id from todos t where t.id = c.id ${notExcluded} and ${claimable(sql, caller.owner, now)}
+        for update skip locked
+      ) l
+      order by c.priority desc, c.created_at, c.seq
       limit ${upTo}
     ), seated as (
       select p.id, u.session, u.hash, u.seat

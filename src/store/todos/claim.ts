@@ -99,40 +99,33 @@ function notClaimable(t: TodoRow, now: Date): string {
   return `todo ${t.id} is not claimable (claimed by someone else, finished, or waiting for its retry)`;
 }
 
-/** A self-test (`doorbell_tests d`) whose doorbell has been written and whose wait is running. */
-export const selfTestRinging = (sql: Sql | TxSql, now: Date) =>
-  sql`d.delivery = 'written' and d.delivered_at + make_interval(secs => d.wait_seconds) > ${now}`;
-
 /**
- * The caller's own self-test todo (`todos t`) that `which` picks among its unclaimed tests (the
- * newest), on one of `queues` (a text[] value), claimable by the caller: what claim_next takes
- * before real work and what a claim of one's own test takes.
+ * The caller's own unclaimed self-test todo `todoId` (`todos t`), on one of `queues` (a text[]
+ * value), claimable by the caller: what a claim of one's own test takes.
  */
-export const ownSelfTest = (sql: Sql | TxSql, caller: Caller, which: ReturnType<typeof selfTestRinging>, queues: string[] | ReturnType<Sql['array']>, now: Date) => sql`
+const ownSelfTest = (sql: Sql | TxSql, caller: Caller, todoId: string, queues: ReturnType<Sql['array']>, now: Date) => sql`
   t.id = (
       select d.todo_id from doorbell_tests d
-      where d.endpoint_id = ${caller.endpointId} and d.claimed_at is null and ${which}
-      order by d.created_at desc limit 1)
+      where d.endpoint_id = ${caller.endpointId} and d.claimed_at is null and d.todo_id = ${todoId})
     and t.endpoint_id = ${caller.endpointId} and t.synthetic and t.queue = any(${queues}::text[])
     and ${claimable(sql, caller.owner, now)}`;
 
 /**
- * Claims the caller's own self-test todo, which needs no claim grant: by id (`todoId`), or, with
- * no id, the one whose doorbell has been written and whose wait is running (what claim_next hands
- * out before real work). Null when there is no such todo on `queues`.
+ * Claims the caller's own self-test todo by id, which needs no claim grant (DESIGN decision 11:
+ * only a claim by id counts; claim_next never hands one out). Null when the caller has no such
+ * unclaimed todo on `queues`.
  */
 export async function claimOwnTestTodo(
   sql: Sql,
   caller: Caller,
   queues: readonly string[],
   now: Date,
-  todoId: string | null,
+  todoId: string,
 ): Promise<ClaimedTodo | null> {
-  const which = todoId !== null ? sql`d.todo_id = ${todoId}` : selfTestRinging(sql, now);
   const [row] = await sql<ClaimedTodo[]>`
     with claimed as (
       update todos t set ${claimSet(sql, caller.owner, caller.sessionId ?? null, null, now, 0)}
-      where ${ownSelfTest(sql, caller, which, sql.array([...queues]), now)}
+      where ${ownSelfTest(sql, caller, todoId, sql.array([...queues]), now)}
       returning t.*
     ), ${withAcknowledgements(sql, now)}`;
   return row ?? null;
