@@ -79,7 +79,7 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
   // Presence is loaded before a session can be rung; `presence` is built below.
   const directory = new SessionDirectory(base, sessions, { maxPerEndpoint: config.sessionsPerEndpoint, onFirstCopy: (id): Promise<void> => presence.load(id) });
   const metrics = new Metrics({
-    unheardSessions: (): Promise<number> => acks.unheardSessionCount(),
+    unheardSessions: (): number => acks.unheardSessionCount(),
     queueStats: () => queueStats(base),
   });
   const credentials = new EndpointCredentials(base);

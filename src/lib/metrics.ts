@@ -64,7 +64,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(opts: { unheardSessions: () => Promise<number>; queueStats?: () => Promise<QueueStat[]> }) {
+  constructor(opts: { unheardSessions: () => number; queueStats?: () => Promise<QueueStat[]> }) {
     collectDefaultMetrics({ register: this.registry, prefix: 'switchboard_' });
     new Gauge({
       name: 'switchboard_build_info',
@@ -74,10 +74,10 @@ export class Metrics {
     }).set({ version: VERSION }, 1);
     new Gauge({
       name: 'switchboard_doorbell_unheard_sessions',
-      help: 'Sessions of the cluster whose last 3 rings all went unheard (every instance reports the same value: aggregate with max).',
+      help: "Sessions in this instance's registry whose last 3 rings all went unheard (aggregate with sum over instances).",
       registers: [this.registry],
-      async collect() {
-        this.set(await opts.unheardSessions());
+      collect() {
+        this.set(opts.unheardSessions());
       },
     });
     if (opts.queueStats) this.#registerQueueGauges(opts.queueStats);

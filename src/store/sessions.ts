@@ -104,10 +104,18 @@ export async function sessionCountsOf(sql: Sql, endpointIds: readonly string[]):
   return new Map(rows.map((r) => [r.endpoint_id, { sessions: r.sessions, streams: r.streams, unheard: r.unheard }]));
 }
 
-/** How many sessions the cluster marks unheard (the metrics gauge). */
-export async function unheardSessionCountUnscoped(sql: Sql): Promise<number> {
-  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from mcp_sessions where unheard`;
-  return row?.n ?? 0;
+/**
+ * Which of these sessions (each bound to its endpoint) the directory marks unheard: an instance
+ * refreshes its copies' marks with it, whichever instance's sweep set or an acknowledgement cleared them.
+ */
+export async function unheardSessionsOf(sql: Sql, sessions: readonly { id: string; endpointId: string }[]): Promise<Set<string>> {
+  if (sessions.length === 0) return new Set();
+  const rows = await sql<{ id: string }[]>`
+    select s.id from mcp_sessions s
+    join unnest(${sql.array(sessions.map((x) => x.id))}::text[], ${sql.array(sessions.map((x) => x.endpointId))}::uuid[]) as k(id, endpoint_id)
+      on s.id = k.id and s.endpoint_id = k.endpoint_id
+    where s.unheard`;
+  return new Set(rows.map((r) => r.id));
 }
 
 export interface SessionActivity {

@@ -207,7 +207,7 @@ describe('per-session unheard detection (REQ-5)', () => {
     const marks = () => captured.lines.filter((l) => l.msg === 'session marked unheard: its last 3 doorbells reached it but nothing acted on them');
     const listed = async () => (await viaU('GET', '/api/v1/endpoints')).json.find((x: { slug: string }) => x.slug === e.slug);
     expect(await listed()).toMatchObject({ sessions: 1, unheard_sessions: 0 });
-    // The gauge counts the cluster's unheard sessions (earlier tests on this database left some).
+    // The gauge counts the unheard sessions in u's own registry (REQ-6).
     const gaugeBefore = await metric(u, 'switchboard_doorbell_unheard_sessions');
 
     // Scoped to this endpoint: u's clock runs ahead of app's, so a ring app writes meanwhile is already expired here.

@@ -6,7 +6,7 @@ import type { Session, SessionRegistry } from '../../sessions/registry.ts';
 import type { Metrics } from '../../lib/metrics.ts';
 import { notFound } from '../../domain/errors.ts';
 import { ackRing, insertRing, markUnheardRingsUnscoped, type AckedRing, type NewRing, type RingKind, type RingState } from '../../store/rings.ts';
-import { clearSessionUnheard, markUnheardSessionsUnscoped, unheardSessionCountUnscoped } from '../../store/sessions.ts';
+import { clearSessionUnheard, markUnheardSessionsUnscoped, unheardSessionsOf } from '../../store/sessions.ts';
 
 export const UNHEARD_SWEEP_INTERVAL_MS = 30_000;
 
@@ -101,11 +101,27 @@ export class DoorbellAcks {
         'session marked unheard: its last 3 doorbells reached it but nothing acted on them',
       );
     }
+    await this.#refreshMarks();
     return unheard.length;
   }
 
-  /** Sessions marked unheard across the cluster (the metrics gauge). */
-  unheardSessionCount(): Promise<number> {
-    return unheardSessionCountUnscoped(this.sql);
+  /**
+   * Another instance's sweep may mark a session this one hosts, and an acknowledgement elsewhere
+   * may clear it: the copies here take the directory's marks, so the gauge counts them.
+   */
+  async #refreshMarks(): Promise<void> {
+    const here = this.sessions.all();
+    const marked = await unheardSessionsOf(
+      this.sql,
+      here.map((s) => ({ id: s.id, endpointId: s.endpoint.id })),
+    );
+    for (const s of here) s.unheard = marked.has(s.id);
+  }
+
+  /** Sessions in this instance's registry marked unheard (the metrics gauge, SPEC-0025 REQ-6). */
+  unheardSessionCount(): number {
+    let n = 0;
+    for (const s of this.sessions.all()) if (s.unheard) n++;
+    return n;
   }
 }
