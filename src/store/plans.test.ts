@@ -169,7 +169,7 @@ describe('claim_next plans', () => {
   }
 
   for (const generic of [false, true]) {
-    it(`finds the endpoint's ringing self-test and stamps a claimed one's report without reading a week of reports (${generic ? 'generic' : 'custom'} plan)`, async () => {
+    it(`stamps a claimed self-test's report without reading a week of reports; claim_next no longer looks for a ringing one (SPEC-0025 REQ-9) (${generic ? 'generic' : 'custom'} plan)`, async () => {
       await db.sql`
         insert into doorbell_tests (test_id, endpoint_id, todo_id, wait_seconds, created_at, ring_due_at, expires_at,
                                     server_version, stream_attached, channel_capability, delivery, delivered_at, claimed_at)
@@ -180,7 +180,7 @@ describe('claim_next plans', () => {
       await db.sql`analyze doorbell_tests`;
       const { text, params } = await captured((sql) => claimNextTodo(sql, caller, ['q'], 300, new Date()));
       const scans = await scansOf(text, params, generic);
-      expect(scans.filter((s) => s === 'doorbell_tests_unclaimed_idx')).toHaveLength(2);
+      expect(scans.filter((s) => s === 'doorbell_tests_unclaimed_idx')).toHaveLength(1);
       expect(scans).not.toContain('seq:doorbell_tests');
     });
   }
