@@ -219,7 +219,9 @@ export interface UnheardMark {
 
 /**
  * Marks unheard the sessions whose last 3 real rings all went unheard with no acknowledgement from
- * them since the first of those (SPEC-0025 REQ-5). Returns those it marked now. Each session's
+ * them since the first of those (SPEC-0025 REQ-5). Returns those it marked now: the update is
+ * conditional on the row itself (`not s.unheard`, rechecked on the locked row), so of two sweeps
+ * racing for a session only the one whose update changed it gets it back and logs the warning. Each session's
  * last rings come from doorbell_rings_session_idx, three per session, so a sweep reads a few rows
  * per live session rather than every ring of the last 7 days.
  */
@@ -240,7 +242,7 @@ export async function markUnheardSessionsUnscoped(sql: Sql): Promise<UnheardMark
       )
       update mcp_sessions s set unheard = true
       from last3 l, endpoints e
-      where s.id = l.session_id and e.id = s.endpoint_id and l.total = 3 and l.unheard = 3
+      where s.id = l.session_id and e.id = s.endpoint_id and not s.unheard and l.total = 3 and l.unheard = 3
         and (s.last_ack_at is null or s.last_ack_at < l.since)
         and not exists (select 1 from doorbell_rings a where a.acked_session_id = l.session_id and a.acked_at >= l.since)
       returning s.id, s.endpoint_id, e.slug, s.client_name, s.client_version`),

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { apiCaller, startTestApp } from '../../../test/support/app.ts';
+import { until } from '../../../test/support/agents.ts';
 import { ManualClock } from '../../lib/clock.ts';
 import {
   agent,
@@ -77,6 +78,43 @@ describe('switchboard_doorbell_unheard_sessions is this instance\'s (SPEC-0025 R
     expect(B.lines.filter((l) => l.msg === MARKED && l.session === a.sessionId)).toHaveLength(1);
     expect(await metric(B.app, GAUGE)).toBe(0);
     await A.app.acks.sweep();
+    expect(A.app.sessions.peek(a.sessionId)?.unheard).toBe(true);
+    expect(await metric(A.app, GAUGE)).toBe(1);
+    expect(await metric(B.app, GAUGE)).toBe(0);
+  });
+});
+
+describe('concurrent unheard sweeps (SPEC-0025 REQ-5)', () => {
+  it('two instances sweeping at once mark a session once: one conditional update, one warning', async () => {
+    const { a: A, b: B } = await twoInstances();
+    const { a } = await threeIgnoredRings(A.app, [A.app.clock, B.app.clock]);
+    // Both sweeps mark the rings first; let them do so and write the session's activity, so what
+    // is left to race is the marking of the session alone.
+    await A.app.acks.sweep();
+    await db.sql`update mcp_sessions set unheard = false where id = ${a.sessionId}`;
+    A.app.sessions.peek(a.sessionId)!.unheard = false;
+    A.lines.length = 0;
+    B.lines.length = 0;
+
+    // Make the race real: hold the session's row, start both sweeps, and let go only once both
+    // marking statements have read the session as not yet unheard and wait on its row.
+    const blocked = () =>
+      db.sql<{ n: number }[]>`
+        select count(*)::int as n from pg_stat_activity
+        where wait_event_type = 'Lock' and query like '%with last3%' and datname = current_database()`;
+    let sweeps: Promise<number[]> | undefined;
+    await db.sql.begin(async (tx) => {
+      await tx`select 1 from mcp_sessions where id = ${a.sessionId} for update`;
+      sweeps = Promise.all([A.app.acks.sweep(), B.app.acks.sweep()]);
+      await until(async () => (await blocked())[0]!.n === 2, 'both marking statements waiting on the session row');
+    });
+    await sweeps;
+
+    const marks = [...A.lines, ...B.lines].filter((l) => l.msg === MARKED && l.session === a.sessionId);
+    expect(marks).toHaveLength(1);
+    const [row] = await db.sql<{ unheard: boolean }[]>`select unheard from mcp_sessions where id = ${a.sessionId}`;
+    expect(row!.unheard).toBe(true);
+    // A, which hosts the session, knows it is unheard whichever sweep marked it.
     expect(A.app.sessions.peek(a.sessionId)?.unheard).toBe(true);
     expect(await metric(A.app, GAUGE)).toBe(1);
     expect(await metric(B.app, GAUGE)).toBe(0);
