@@ -108,8 +108,9 @@ export class PresenceService {
     this.#reconnectGate = new DoorbellGate(this.clock, RECONNECT_DIGEST_GATE_MS);
     this.#returnGate = new DoorbellGate(this.clock, DIGEST_GATE_MS);
     cache.whenUnclaimed((endpointId) => void this.claim(endpointId));
-    sessions.on('endpointStreamAttached', (endpointId) => {
-      const deciding = this.#reconnectDigest(endpointId, this.clock.now())
+    sessions.on('endpointStreamAttached', (endpointId, session) => {
+      // The stream's own attach time: the moment Doorbell.ring compares a ring's decision with.
+      const deciding = this.#reconnectDigest(endpointId, session.stream?.attachedAt ?? this.clock.now())
         .catch((err: unknown) => this.log.warn({ endpoint_id: endpointId, err: (err as Error).message }, 'reconnect digest failed'))
         .finally(() => this.#reconnectsInFlight.delete(deciding));
       this.#reconnectsInFlight.add(deciding);
