@@ -332,8 +332,9 @@ export class PresenceService {
       return outcome.rung;
     });
     if (!outcome) return false;
+    // announceByDigest answers null exactly when the digest was not written.
     if (!outcome.rung || !counted) {
-      this.log.info({ endpoint_id: endpointId, reason, pending, cause: outcome.rung ? 'not_committed' : outcome.reason }, 'digest not delivered');
+      this.log.info({ endpoint_id: endpointId, reason, pending, cause: outcome.rung ? null : outcome.reason }, 'digest not delivered');
       return false;
     }
     const { session, ringId } = outcome;

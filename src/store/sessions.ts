@@ -249,22 +249,3 @@ export async function markUnheardSessionsUnscoped(sql: Sql): Promise<UnheardMark
   ];
 }
 
-/**
- * A cluster-wide ring gate: true for the first caller for `key` within `ttlMs`, so a ring happens
- * once however many instances hear of its cause. Keys: a todo id (its creation ring), or
- * `digest:<endpoint>:<transition>` (a return digest).
- */
-export async function takeRingGate(sql: Sql, key: string, at: Date, ttlMs: number): Promise<boolean> {
-  const rows = await sql`
-    insert into ring_gates (todo_id, rung_at) values (${key}, ${at})
-    on conflict (todo_id) do update set rung_at = excluded.rung_at
-      where ring_gates.rung_at <= ${new Date(at.getTime() - ttlMs)}::timestamptz
-    returning 1`;
-  return rows.length > 0;
-}
-
-/** Gates older than an hour are of no use to anyone. */
-export async function pruneRingGatesUnscoped(sql: Sql, now: Date): Promise<number> {
-  const rows = await sql`delete from ring_gates where rung_at < ${now}::timestamptz - interval '1 hour' returning 1`;
-  return rows.length;
-}

@@ -14,7 +14,7 @@ const UNSCOPED = {
   'presence.ts': ['presenceWatchlistUnscoped'],
   'retention.ts': ['deleteFinishedTodosUnscoped', 'deleteOldReplayKeysUnscoped', 'deleteOrphanEventsUnscoped'],
   'rings.ts': ['markUnheardRingsUnscoped', 'pruneRingsUnscoped'],
-  'sessions.ts': ['expireIdleSessionsUnscoped', 'markUnheardSessionsUnscoped', 'pruneRingGatesUnscoped', 'reapDeadInstancesUnscoped'],
+  'sessions.ts': ['expireIdleSessionsUnscoped', 'markUnheardSessionsUnscoped', 'reapDeadInstancesUnscoped'],
   'selftests.ts': ['cleanUpSelfTestsUnscoped', 'overdueTestsUnscoped', 'selfTestEndpointUnscoped', 'settleUnrungTestsUnscoped'],
   'todos/push.ts': ['chargeDueRingsUnscoped'],
   'todos/reads.ts': ['queueStatsUnscoped', 'todoQueueUnscoped'],

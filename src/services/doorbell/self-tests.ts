@@ -22,7 +22,6 @@ import {
 import { notify } from '../../store/channels.ts';
 import { todoQueueUnscoped } from '../../store/todos/index.ts';
 import { pruneRingsUnscoped } from '../../store/rings.ts';
-import { pruneRingGatesUnscoped } from '../../store/sessions.ts';
 import { rfc3339 } from '../../domain/time.ts';
 import { VERSION } from '../../lib/version.ts';
 import type { Doorbell } from './doorbell.ts';
@@ -48,7 +47,7 @@ export const TROUBLESHOOTING = 'Troubleshooting: /docs/connect#troubleshooting o
 
 /** The hint of a test whose todo was claimed before its doorbell was written: `unheard`, pulling proven, hearing not. */
 export const CLAIMED_FIRST =
-  'The test todo was claimed before its doorbell was written (from the todo_id the test returned, or by polling): that proves pulling works, not that the doorbell is heard. Start a new test and claim its todo only when the doorbell arrives.';
+  'The test todo was claimed before its doorbell was written (by the todo_id the test returned): that proves pulling works, not that the doorbell is heard. Start a new test and claim its todo only when the doorbell arrives.';
 
 /** The hints table (SPEC-0025 REQ-8): by verdict and by client family. */
 export function hintsFor(verdict: Verdict, clientName: string | null, opts: { claimedFirst?: boolean } = {}): string[] {
@@ -202,8 +201,7 @@ export class SelfTests {
     const now = this.clock.now();
     const { todos, reports } = await cleanUpSelfTestsUnscoped(this.sql, now);
     const rings = await pruneRingsUnscoped(this.sql, now);
-    const gates = await pruneRingGatesUnscoped(this.sql, now);
-    if (todos || reports || rings || gates) this.log.info({ synthetic_todos: todos, reports, rings, ring_gates: gates }, 'self-test and ring housekeeping');
+    if (todos || reports || rings) this.log.info({ synthetic_todos: todos, reports, rings }, 'self-test and ring housekeeping');
   }
 
   /**
@@ -283,11 +281,11 @@ function firstClientName(capability: unknown): string | null {
   return sessions?.[0]?.client_name ?? null;
 }
 
-/** The verdict table of SPEC-0025 REQ-8. */
 /** Whether the test todo was claimed before its doorbell was written (or without one being written). */
 export const claimedFirst = (t: Pick<SelfTestRow, 'delivery' | 'delivered_at' | 'claimed_at'>): boolean =>
   t.claimed_at !== null && (t.delivered_at === null || (t.delivery === 'written' && t.claimed_at < t.delivered_at));
 
+/** The verdict table of SPEC-0025 REQ-8. */
 export function verdictOf(t: Pick<SelfTestRow, 'delivery' | 'delivered_at' | 'claimed_at' | 'wait_seconds'>, now: Date): Verdict {
   // A claim before the doorbell was written (e.g. of the todo_id test_doorbell returned) heard nothing.
   if (claimedFirst(t)) return 'unheard';

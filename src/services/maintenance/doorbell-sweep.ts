@@ -1,7 +1,7 @@
 import type { Clock } from '../../lib/clock.ts';
 import type { Sql } from '../../db/connect.ts';
 import type { Logger } from '../../lib/log.ts';
-import { chargeDueRingsUnscoped, withdrawSweepRing } from '../../store/todos/index.ts';
+import { chargeDueRingsUnscoped, withdrawSweepRings } from '../../store/todos/index.ts';
 import type { Doorbell } from '../doorbell/doorbell.ts';
 import type { PresenceService } from '../presence.ts';
 
@@ -37,7 +37,7 @@ export async function sweepOnce(deps: SweepDeps): Promise<number> {
     deps.log.info({ todo_id: todo.id, ring: todo.ring_attempts }, 'doorbell re-ring');
     if (!deps.doorbell.ring(todo, now).rung) unheard.push(todo.id);
   }
-  for (const id of unheard) await withdrawSweepRing(deps.sql, id, now);
+  await withdrawSweepRings(deps.sql, unheard, now);
   return charged.length;
 }
 

@@ -36,11 +36,12 @@ export async function withdrawReadyRing(sql: Sql, todoId: string, at: Date): Pro
     where id = ${todoId} and last_ringed_by = 'ring' and last_ringed_at = ${at} and state = 'pending'`;
 }
 
-/** A sweep ring that reached no session: its charge stands (the budget is spent), its announcement does not. */
-export async function withdrawSweepRing(sql: Sql, todoId: string, at: Date): Promise<void> {
+/** Sweep rings charged at `at` that reached no session: their charge stands (the budget is spent), their announcement does not. */
+export async function withdrawSweepRings(sql: Sql, todoIds: readonly string[], at: Date): Promise<void> {
+  if (todoIds.length === 0) return;
   await sql`
     update todos set last_ringed_by = null
-    where id = ${todoId} and last_ringed_by = 'ring' and last_ringed_at = ${at} and state = 'pending'`;
+    where id = any(${sql.array([...todoIds])}::text[]) and last_ringed_by = 'ring' and last_ringed_at = ${at} and state = 'pending'`;
 }
 
 export interface BacklogTodo {

@@ -44,7 +44,7 @@ export {
   claimReadyRing,
   unannounced,
   withdrawReadyRing,
-  withdrawSweepRing,
+  withdrawSweepRings,
   type BacklogTodo,
   type DigestScope,
 } from './announce.ts';

@@ -145,13 +145,19 @@ describe('delayed todos', () => {
 });
 
 describe("the doorbell sweep's charge", () => {
-  it('holds what the return digest has not marked for the grace after a return to in, then rings it on its own schedule (issue 34 item 6)', async () => {
+  /** An endpoint out with a todo waiting half an hour, whose return to in is claimed now. */
+  async function heldThenBackIn() {
     const c = await newEndpoint();
     await sql`update endpoints set presence_seen = 'out' where id = ${c.endpointId}`;
     const held = await push(c, 'held while out');
     clock.advance(30 * 60_000);
-    // The return is claimed; its digest has not marked the backlog yet (DESIGN decision 9).
     await sql`update endpoints set presence_seen = 'in', presence_changed_at = ${clock.now()} where id = ${c.endpointId}`;
+    return { c, held };
+  }
+
+  it('holds what the return digest has not marked for the grace after a return to in, then rings it on its own schedule (issue 34 item 6)', async () => {
+    // The return is claimed; its digest has not marked the backlog yet (DESIGN decision 9).
+    const { c, held } = await heldThenBackIn();
     expect(await chargeDueRingsUnscoped(sql, [c.endpointId], clock.now())).toEqual([]);
     clock.advance(RETURN_DIGEST_GRACE_SECONDS * 1000 - 1000);
     expect(await chargeDueRingsUnscoped(sql, [c.endpointId], clock.now())).toEqual([]);
@@ -161,11 +167,7 @@ describe("the doorbell sweep's charge", () => {
   });
 
   it('a todo the return digest marked waits a full backoff from the digest', async () => {
-    const c = await newEndpoint();
-    await sql`update endpoints set presence_seen = 'out' where id = ${c.endpointId}`;
-    const held = await push(c, 'held while out');
-    clock.advance(30 * 60_000);
-    await sql`update endpoints set presence_seen = 'in', presence_changed_at = ${clock.now()} where id = ${c.endpointId}`;
+    const { c, held } = await heldThenBackIn();
     expect(await announceByDigest(sql, c.endpointId, { since: clock.now() }, clock.now(), () => true)).toHaveLength(1);
     clock.advance(5 * 60_000 - 1000);
     expect(await chargeDueRingsUnscoped(sql, [c.endpointId], clock.now())).toEqual([]);
