@@ -61,14 +61,24 @@ export async function startSelfTest(sql: Sql, t: StartTest, now: Date): Promise<
       where endpoint_id = ${t.endpointId} and claimed_at is null
         and (delivery is null or (delivery = 'written' and delivered_at + make_interval(secs => wait_seconds) > ${now}))
       order by created_at desc limit 1`;
-    if (outstanding) throw rateLimited('a self-test is already running on this endpoint', outstanding.until, now);
     const recent = await tx<{ created_at: Date }[]>`
       select created_at from doorbell_tests
       where endpoint_id = ${t.endpointId} and created_at > ${now}::timestamptz - interval '1 hour'
       order by created_at`;
-    if (recent.length >= TESTS_PER_HOUR) {
-      throw rateLimited(`at most ${TESTS_PER_HOUR} self-tests per hour`, new Date(recent[0]!.created_at.getTime() + 3_600_000), now);
+    // The cap frees a slot when the oldest test that keeps the count at the cap leaves the hour.
+    const capFreesAt = recent.length >= TESTS_PER_HOUR
+      ? new Date(recent[recent.length - TESTS_PER_HOUR]!.created_at.getTime() + 3_600_000)
+      : null;
+    // Both refusals can hold at once; the time named must pass both, so it is the later of the two.
+    if (outstanding) {
+      const capLater = capFreesAt !== null && capFreesAt > outstanding.until;
+      throw rateLimited(
+        capLater ? `a self-test is already running on this endpoint, and at most ${TESTS_PER_HOUR} self-tests per hour` : 'a self-test is already running on this endpoint',
+        capLater ? capFreesAt : outstanding.until,
+        now,
+      );
     }
+    if (capFreesAt) throw rateLimited(`at most ${TESTS_PER_HOUR} self-tests per hour`, capFreesAt, now);
     const todoId = newTodoId();
     await tx`
       insert into todos (id, endpoint_id, queue, source, kind, title, payload, synthetic, created_at, updated_at)

@@ -181,6 +181,29 @@ describe('test_doorbell (REQ-7)', () => {
     app.clock.advance(1000);
     expect(await a.call('test_doorbell', { wait_seconds: 10 })).toMatchObject({ test_id: expect.stringMatching(/^dt_/) });
   });
+
+  it('names the later time when a test is outstanding and the hourly cap is also reached, and that time is allowed', async () => {
+    const e = await vend();
+    const a = await agent(e);
+    const firstAt = app.clock.now();
+    for (let i = 0; i < 5; i++) {
+      const started = await a.call('test_doorbell', { wait_seconds: 10 });
+      expect(await a.call('claim', { id: started.todo_id })).toMatchObject({ self_test: true });
+    }
+    // The sixth stays outstanding: heard, not claimed, so it ends 30 s after its write.
+    const sixth = await a.call('test_doorbell', { wait_seconds: 30 });
+    await until(() => a.heard.some((n: any) => n.params.meta.todo_id === sixth.todo_id), 'the sixth test doorbell');
+    const refused = await a.call('test_doorbell', { wait_seconds: 10 });
+    const capFrees = rfc3339(new Date(firstAt.getTime() + 3_600_000));
+    expect(Date.parse(capFrees)).toBeGreaterThan(Date.parse(sixth.report_after));
+    expect(refused.error).toBe(
+      `rate_limited: a self-test is already running on this endpoint, and at most 6 self-tests per hour; the next test is allowed at ${capFrees}`,
+    );
+    expect(refused.details).toMatchObject({ next_allowed_at: capFrees });
+    // The named time is not refused again.
+    app.clock.set(new Date(Date.parse(capFrees)));
+    expect(await a.call('test_doorbell', { wait_seconds: 10 })).toMatchObject({ test_id: expect.stringMatching(/^dt_/) });
+  });
 });
 
 describe('get_doorbell_test (REQ-8)', () => {
