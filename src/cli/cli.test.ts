@@ -338,6 +338,38 @@ describe('switchboard doctor', () => {
       await agent.client.close();
     }
   });
+
+  it('with REF the verdict decides: a pass exits 0 while another endpoint has an unheard session, which is only warned of', async () => {
+    await run(['admin', 'human', 'add', 'doc6']);
+    const env = { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: (await run(['admin', 'token', 'create', 'doc6'])).out.trim() };
+    const deaf = JSON.parse((await run(['endpoint', 'vend', 'deaf-one', '--json'], env)).out) as { id: string; slug: string; token: string };
+    const good = JSON.parse((await run(['endpoint', 'vend', 'good-one', '--json'], env)).out) as { id: string; slug: string; token: string };
+    const deafAgent = await connectAgent(app, deaf);
+    const goodAgent = await connectAgent(app, good);
+    try {
+      for (const n of [1, 2, 3]) expect((await run(['todo', 'push', deaf.slug, `never heard ${n}`], env)).code).toBe(0);
+      await until(async () => (await db.sql`select 1 from doorbell_rings where endpoint_id = ${deaf.id}`).length === 3, 'three ring records');
+      app.clock.advance(16 * 60_000); // three rings unheard past the ack window mark the session
+      await app.acks.sweep();
+      expect(app.sessions.all().find((s) => s.id === deafAgent.sessionId)?.unheard).toBe(true);
+      const doctor = run(['doctor', good.slug, '--wait', '10s', '--json'], env);
+      await until(() => goodAgent.tests().length === 1, 'the test doorbell', 10_000);
+      expect(await goodAgent.call('claim', { id: goodAgent.tests()[0]!.params.meta.todo_id })).toMatchObject({ self_test: true });
+      const r = await doctor;
+      const json = JSON.parse(r.out);
+      expect(json.test.verdict).toBe('pass');
+      expect(json.failed).toEqual([]);
+      expect(json.warnings).toEqual([expect.stringContaining(`${deaf.slug} has 1 unheard session(s)`)]);
+      expect(r.code).toBe(0);
+      // Without REF the same listing fails the run.
+      const listing = await run(['doctor'], env);
+      expect(listing.code).toBe(1);
+      expect(listing.err).toContain(`${deaf.slug} has 1 unheard session(s)`);
+    } finally {
+      await deafAgent.client.close();
+      await goodAgent.client.close();
+    }
+  }, 30_000);
 });
 
 describe('the installed bin', () => {
