@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import type { EndpointView, PresenceView, RevokeResult, VendResult } from '../api/wire.ts';
 import { exportLine } from '../domain/connect-instructions.ts';
-import { parseDuration } from '../domain/duration.ts';
+import { isSwitchboardError } from '../domain/errors.ts';
+import { parsePresenceUntil } from '../domain/presence/until.ts';
 import { presenceReason, presenceWithSource } from '../domain/presence-words.ts';
 import { ApiClient, type ApiClientOptions } from './client.ts';
 import type { CliContext } from './context.ts';
@@ -11,13 +12,19 @@ import { CliError, printJson, printTable, usageError, type Io } from './output.t
 /** `in (shift) until ...`: presence and source in the API's words (domain/presence-words.ts). */
 const describePresence = (p: Pick<PresenceView, 'presence' | 'source' | 'until'>) => `${presenceWithSource(p)}${p.until ? ` until ${p.until}` : ''}`;
 
-/** `--until` takes an RFC 3339 time or a duration from now such as 90m or 2h. */
-function untilArg(raw: string | undefined): string | null {
+/**
+ * `--until`: the board's rule (domain/presence/until.ts): a duration from now such as 90m or 2h,
+ * or a strict RFC 3339 time; empty means no end. Sent to the API as RFC 3339 (toISOString), so
+ * the API reads the instant the CLI read. A refusal is a usage error (exit 2).
+ */
+export function untilArg(raw: string | undefined, now: Date = new Date()): string | null {
   if (raw === undefined) return null;
-  const ms = parseDuration(raw.trim());
-  if (ms !== null) return new Date(Date.now() + ms).toISOString();
-  if (Number.isNaN(Date.parse(raw))) throw usageError(`--until: ${JSON.stringify(raw)} is neither an RFC 3339 time nor a duration like 90m or 2h`);
-  return raw;
+  try {
+    return parsePresenceUntil(raw, now)?.toISOString() ?? null;
+  } catch (err) {
+    if (isSwitchboardError(err) && err.code === 'invalid_argument') throw usageError(`--until: ${JSON.stringify(raw)} is neither an RFC 3339 time nor a duration like 90m or 2h`);
+    throw err;
+  }
 }
 
 function printPresence(io: Io, slug: string, p: PresenceView): void {

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { invalidArgument, isSwitchboardError, retryAfterSeconds, type SwitchboardError } from '../../domain/errors.ts';
+import { isSwitchboardError, retryAfterSeconds, type SwitchboardError } from '../../domain/errors.ts';
 import { connectInstructions } from '../../domain/connect-instructions.ts';
 import { mcpUrl } from '../../domain/mcp-client.ts';
-import { parseDuration } from '../../domain/duration.ts';
 import { effective, type Presence } from '../../domain/presence/index.ts';
+import { parsePresenceUntil } from '../../domain/presence/until.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../lib/log.ts';
 import type { BoardReads } from '../../services/board-reads.ts';
@@ -101,19 +101,6 @@ const VEND_REQUEST = /^[A-Za-z0-9_-]{16,64}$/;
 const humanOf = (req: FastifyRequest): BoardSession => req.boardSession!;
 const idParam = (req: FastifyRequest) => (req.params as { id: string }).id;
 
-/** The presence form's `until`: empty (no end), a duration from now like 90m or 2h, or an RFC 3339 time. */
-function parseUntil(raw: string | undefined, now: Date): Date | null {
-  const text = (raw ?? '').trim();
-  if (text === '') return null;
-  const ms = parseDuration(text);
-  let until: Date;
-  if (ms !== null) until = new Date(now.getTime() + ms);
-  else if (/^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:\d\d)$/i.test(text)) until = new Date(text);
-  else throw invalidArgument('until', 'must be a duration like 90m or 2h, or an RFC 3339 time like 2026-12-01T17:00:00Z');
-  if (Number.isNaN(until.getTime())) throw invalidArgument('until', 'is not a valid time');
-  return until;
-}
-
 /**
  * The endpoint cards and their forms: vend, presence, shift, self-test, revoke. The same services
  * as /api/v1, so ownership, "active" and every presence rule are decided once.
@@ -187,7 +174,7 @@ export function registerEndpointRoutes(board: FastifyInstance, deps: EndpointRou
     const form = formOf(req);
     const s = humanOf(req);
     try {
-      const until = parseUntil(field(form, 'until'), now());
+      const until = parsePresenceUntil(field(form, 'until'), now());
       await deps.operatorPresence.set(s.human.id, e, field(form, 'presence') as Presence, until);
     } catch (err) {
       if (!isInvalid(err)) throw err;
