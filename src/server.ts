@@ -3,6 +3,7 @@ import { SwitchboardError } from './domain/errors.ts';
 import { registerMcp, sendRpcFailure } from './mcp/transport.ts';
 import { registerIngest } from './ingest-http/routes.ts';
 import { BOARD_CSP, registerBoard } from './board/plugin.ts';
+import { preferredType } from './lib/accept.ts';
 import { constantTimeEqual } from './lib/secrets.ts';
 import type { HealthView } from './api/wire.ts';
 import type { Services } from './compose.ts';
@@ -206,17 +207,10 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
   return app;
 }
 
-/** True when an Accept header ranks application/json above text/plain. */
+/**
+ * True when an Accept header ranks application/json above text/plain (lib/accept.ts): a tie goes
+ * to text unless JSON is named more specifically (`application/json, *\/*` is JSON, `*\/*` text).
+ */
 export function prefersJson(accept: string | undefined): boolean {
-  if (!accept) return false;
-  let json = 0;
-  let text = 0;
-  for (const part of accept.split(',')) {
-    const [range, ...params] = part.trim().toLowerCase().split(';');
-    const qParam = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
-    const q = qParam ? Number(qParam.slice(2)) || 0 : 1;
-    if (range === 'application/json') json = Math.max(json, q);
-    if (range === 'text/plain' || range === 'text/*' || range === '*/*') text = Math.max(text, range === 'text/plain' ? q : q - 0.001);
-  }
-  return json > 0 && json > text;
+  return preferredType(accept, ['text/plain', 'application/json']) === 'application/json';
 }

@@ -3,6 +3,7 @@ import { SwitchboardError } from '../domain/errors.ts';
 import { bearerToken } from '../web/bearer.ts';
 import type { AuthFailures } from '../web/auth-failures.ts';
 import { classifyAndLog, fromFastifyError } from '../web/errors.ts';
+import { isAcceptable } from '../lib/accept.ts';
 import { RateLimiter, type BucketPolicy } from '../lib/rate-limit.ts';
 import {
   INVALID_REQUEST,
@@ -87,12 +88,9 @@ function headerValue(req: FastifyRequest, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
+/** Whether the request's Accept takes `type`: exactly or by a wildcard, with q above 0 (lib/accept.ts). No Accept takes nothing. */
 function accepts(req: FastifyRequest, type: string): boolean {
-  const accept = headerValue(req, 'accept') ?? '';
-  return accept
-    .split(',')
-    .map((p) => p.split(';')[0]!.trim().toLowerCase())
-    .some((t) => t === type || t === '*/*');
+  return isAcceptable(headerValue(req, 'accept'), type);
 }
 
 /** Streamable HTTP at /mcp/{slug}: POST for JSON-RPC, GET for the notification stream, DELETE to end. */
