@@ -5,7 +5,7 @@ import type { BucketPolicy } from './lib/rate-limit.ts';
 import type { Sql } from './db/connect.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase, type Database } from './db/open.ts';
-import { buildServices, maintenanceLoopsOf, wakeupsOf } from './compose.ts';
+import { buildServices, maintenanceLoopsOf, wakeupsOf, type Services } from './compose.ts';
 import { buildServer } from './server.ts';
 import { createLogger, type Logger } from './lib/log.ts';
 import { runEvery } from './lib/loops.ts';
@@ -43,6 +43,8 @@ export interface App {
   selfTests: SelfTests;
   metrics: Metrics;
   hooks: NotifyHooks;
+  /** Every service of this instance (compose.ts): what a test drives or watches. */
+  services: Services;
   stop(): Promise<void>;
 }
 
@@ -179,6 +181,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       selfTests,
       metrics: services.metrics,
       hooks,
+      services,
       stop() {
         stopping ??= (async () => {
           shutdown.abort();

@@ -6,6 +6,7 @@ import { SessionRegistry } from './sessions/registry.ts';
 import type { ServiceBase } from './services/base.ts';
 import { BoardReads } from './services/board-reads.ts';
 import { CallCancellations } from './services/call-cancellations.ts';
+import { ClaimWaiters } from './services/claim-waiters.ts';
 import { DoorbellAcks } from './services/doorbell/acks.ts';
 import { Doorbell } from './services/doorbell/doorbell.ts';
 import { ReadyRings } from './services/doorbell/ready-rings.ts';
@@ -30,6 +31,7 @@ import { PresenceService } from './services/presence.ts';
 import { Revocations } from './services/revocations.ts';
 import { SessionDirectory } from './services/session-directory.ts';
 import { TodoService, queueStats } from './services/todos.ts';
+import { TodoEvents } from './services/todo-events.ts';
 import { TodoWork } from './services/todo-work.ts';
 import { mergeWakeups, type WakeupHandlers } from './services/wakeups.ts';
 import { Webhooks } from './services/webhooks.ts';
@@ -54,6 +56,8 @@ export interface Services {
   hooks: NotifyHooks;
   webhooks: Webhooks;
   endpoints: EndpointService;
+  /** Who hears of todos that became claimable, after commit. */
+  events: TodoEvents;
   todos: TodoService;
   todoWork: TodoWork;
   ingest: IngestService;
@@ -107,8 +111,10 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
   const webhooks = new Webhooks(base, box, baseUrl);
   const revocations = new Revocations(base, sessions, credentials);
   const readyRings = new ReadyRings(base, sessions, doorbell);
-  const todoWork = new TodoWork(base);
-  const todos = new TodoService(base, { doorbell: readyRings, hooks, waiters: todoWork.waiters, instanceId: directory.instanceId });
+  const waiters = new ClaimWaiters();
+  const events = new TodoEvents({ sql: base.sql, log: base.log, rings: readyRings, hooks, waiters });
+  const todoWork = new TodoWork(base, { waiters, acks, events });
+  const todos = new TodoService(base, { events, instanceId: directory.instanceId });
   return {
     base,
     sessions,
@@ -127,6 +133,7 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
     hooks,
     webhooks,
     endpoints: new EndpointService(base, { onRevoked: (endpointId) => revocations.forget(endpointId) }),
+    events,
     todos,
     todoWork,
     ingest: new IngestService(base, { metrics, webhooks, todos, replayWindowMs: config.retentionMs }),
@@ -156,13 +163,7 @@ export function wakeupsOf(s: Services): WakeupHandlers {
 export function maintenanceLoopsOf(s: Services): MaintenanceLoop[] {
   const { sql, clock, log } = s.base;
   return [
-    reaperLoop({
-      sql,
-      clock,
-      log,
-      onRequeued: (todos) => todos.forEach((t) => s.hooks.announceTodo(t, 'requeued')),
-      onDue: (todos) => todos.forEach((t) => s.hooks.announceTodo(t, 'created')),
-    }),
+    reaperLoop({ sql, clock, log, events: s.events }),
     presenceEvaluatorLoop(s.presence),
     unheardSweepLoop(s.acks),
     selfTestCleanupLoop(s.selfTests),

@@ -15,14 +15,21 @@ beforeAll(() => void ({ app, api } = fixture));
 
 const todoPath = (slug: string, id: string, action: string) => `/api/v1/endpoints/${slug}/todos/${id}/${action}`;
 const announced: { due: string[]; requeued: string[] } = { due: [], requeued: [] };
-const reap = () =>
-  reapOnce({
+/** The reaper with the app's own TodoEvents, watched: which todos it announced, and how. */
+const reap = () => {
+  const events = app.services.events;
+  return reapOnce({
     sql: app.sql,
     clock: app.clock,
     log: createLogger('silent'),
-    onDue: (todos) => announced.due.push(...todos.map((t) => t.id)),
-    onRequeued: (todos) => announced.requeued.push(...todos.map((t) => t.id)),
+    events: {
+      becameClaimable: (todos, how, broadcast) => {
+        if (how === 'due' || how === 'requeued') announced[how].push(...todos.filter((t) => t.pushEligible).map((t) => t.todo.id));
+        events.becameClaimable(todos, how, broadcast);
+      },
+    },
   });
+};
 const rungFor = (heard: { params: { meta: Record<string, string> } }[], id: string) => heard.filter((n) => n.params.meta.todo_id === id);
 
 describe('list_todos', () => {

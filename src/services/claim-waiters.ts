@@ -7,8 +7,8 @@ export const LONG_POLL_MAX_SECONDS = 60;
 export const LONG_POLL_PER_ENDPOINT = 8;
 /**
  * A waiting call looks again this often even when nothing woke it: work that became claimable
- * with no todo_ready notification (a release on another instance, a retry or delay that came due)
- * is found within this long. Each look also keeps its session live.
+ * with no wakeup reaching this instance (one lost to a crash between a commit and its broadcast, or
+ * sent while the listener reconnected) is found within this long. Each look also keeps its session live.
  */
 export const LONG_POLL_RECHECK_MS = 5_000;
 
@@ -33,8 +33,8 @@ interface Waiter {
 }
 
 /**
- * The long-polling claim_next calls waiting on this instance, by endpoint. A `todo_ready`
- * notification (from any instance: a push, a requeue) or a local release wakes every waiter of
+ * The long-polling claim_next calls waiting on this instance, by endpoint. A `todo_ready` or
+ * `todo_claimable` notification (from any instance, sent for TodoEvents) or a local event wakes every waiter of
  * that endpoint watching that queue; each then tries the normal claim, so one todo goes to one
  * waiter and the rest wait on. Bounded per endpoint; nothing here outlives a call.
  */
@@ -108,6 +108,8 @@ export class ClaimWaiters {
           for (const endpointId of [...this.#byEndpoint.keys()]) this.ready(endpointId, null);
         },
       },
+      // A release elsewhere: claimable again, nothing to ring.
+      todo_claimable: { onNotify: ({ endpointId, queue }) => this.ready(endpointId, queue) },
     };
   }
 }

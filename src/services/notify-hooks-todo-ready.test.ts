@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { retryBackoffSeconds } from '../domain/lifecycle.ts';
 import { createLogger } from '../lib/log.ts';
 import { reapOnce } from './maintenance/reaper.ts';
+import { TodoEvents } from './todo-events.ts';
 import { insertEventAndTodo, type TodoRow } from '../store/todos/index.ts';
 import { VERSION } from '../lib/version.ts';
 import {
@@ -104,8 +105,7 @@ describe('todo.ready', () => {
 
     const agent = await connect(e);
     expect(await agent.call('claim', { id, lease_ttl_seconds: 60 })).toMatchObject({ id, state: 'claimed' });
-    const reap = () =>
-      reapOnce({ sql: app.sql, clock: app.clock, log: silent, onRequeued: (todos) => todos.forEach((row) => void app.hooks.todoReady(row, 'requeued')) });
+    const reap = () => reapOnce({ sql: app.sql, clock: app.clock, log: silent, events: app.services.events });
     await reap();
     await settle();
     expect(t.got()).toHaveLength(1); // The lease has not run out yet.
@@ -146,12 +146,8 @@ describe('todo.ready', () => {
     expect(await agent.call('claim', { id: todo.id, lease_ttl_seconds: 30 })).toMatchObject({ id: todo.id, state: 'claimed' });
     clock.advance(31_000);
     const requeued: string[] = [];
-    const { reaped } = await reapOnce({
-      sql: app.sql,
-      clock: app.clock,
-      log: silent,
-      onRequeued: (todos) => todos.forEach((row) => (requeued.push(row.id), void app.hooks.todoReady(row, 'requeued'))),
-    });
+    const hooks = { announceTodo: (row: TodoRow, reason: 'created' | 'requeued') => (requeued.push(row.id), app.hooks.announceTodo(row, reason)) };
+    const { reaped } = await reapOnce({ sql: app.sql, clock: app.clock, log: silent, events: new TodoEvents({ sql: app.sql, log: silent, hooks }) });
     expect(reaped.map((m) => m.id)).toContain(todo.id);
     expect(requeued).not.toContain(todo.id);
     // A real todo afterwards is the first and only thing the receiver hears.

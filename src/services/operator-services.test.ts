@@ -5,6 +5,7 @@ import { createLogger } from '../lib/log.ts';
 import { EndpointService, mustStillBeActive, type Endpoint } from './endpoints.ts';
 import { OperatorPresence } from './presence-operator.ts';
 import { newStandalonePresence } from './presence.ts';
+import { TodoEvents } from './todo-events.ts';
 import { TodoService, type TodoRow } from './todos.ts';
 
 /** The operator services against a real database, without HTTP: the rules every surface now shares. */
@@ -33,7 +34,8 @@ beforeAll(async () => {
   db = await migratedDatabase();
   base = { sql: db.sql, clock, log: createLogger('silent') };
   endpoints = new EndpointService(base, { onRevoked: (id) => revoked.push(id) });
-  todos = new TodoService(base, { onTodoReady: (t) => ready.push(t) });
+  // Only the ring is watched: a push-eligible todo is offered its ready ring.
+  todos = new TodoService(base, { events: new TodoEvents({ sql: base.sql, log: base.log, rings: { ringReady: (t) => void ready.push(t as TodoRow) } }) });
   presence = new OperatorPresence(base, newStandalonePresence(base));
   const h = await humanWithToken(db.sql);
   owner = { id: h.id, handle: h.handle, display_name: null, email: null };

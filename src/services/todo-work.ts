@@ -23,15 +23,18 @@ import { decodeCursor, encodeCursor } from '../domain/todo-cursor.ts';
 import type { ServiceBase } from './base.ts';
 import { ClaimWaiters, LONG_POLL_RECHECK_MS } from './claim-waiters.ts';
 import type { WakeupHandlers } from './wakeups.ts';
+import type { Session } from '../sessions/registry.ts';
+import type { DoorbellAcks } from './doorbell/acks.ts';
+import type { TodoEvents } from './todo-events.ts';
 
 export type { Finish };
 
-/** The agent working a queue: its endpoint, its agent, its granted queues and the session acting. */
+/** The agent working a queue: its endpoint, its agent, its granted queues and the session acting (whose claims acknowledge its rings). */
 export interface Worker {
   endpointId: string;
   agentId: string;
   queues: readonly string[];
-  sessionId: string;
+  session: Session;
 }
 
 /** claim_next's long poll: how long to wait for work, and what ends the wait early. */
@@ -51,7 +54,7 @@ export interface LeaseOptions {
   requireFence?: boolean;
 }
 
-const callerOf = (w: Worker): Caller => ({ endpointId: w.endpointId, owner: `agent:${w.agentId}`, queues: w.queues, sessionId: w.sessionId });
+const callerOf = (w: Worker): Caller => ({ endpointId: w.endpointId, owner: `agent:${w.agentId}`, queues: w.queues, sessionId: w.session.id });
 
 const hashToken = (t: string | undefined): string | null => (t === undefined ? null : createHash('sha256').update(t).digest('hex'));
 
@@ -79,17 +82,30 @@ function withFailureFields(t: TodoMetaRow) {
 /** What complete and fail answer: the todo's summary, with fail's retry fields. */
 const finishedView = (what: Finish, t: TodoMetaRow) => (what === 'complete' ? summarizeTodo(t) : withFailureFields(t));
 
-/** claim_next's answer for a todo it claimed (a self-test's claim completed it), with the rings the claim acknowledged. */
-function nextClaimed(row: ClaimedTodo, fence: { token?: string }) {
-  if (row.synthetic) return { view: { empty: false, todo: selfTestView(row) }, ackedRings: row.acked_rings };
-  const view = fence.token ? { empty: false, todo: fullTodo(row), lease_token: fence.token } : { empty: false, todo: fullTodo(row) };
-  return { view, ackedRings: row.acked_rings };
+/**
+ * The answers for a claimed todo, built in one place: `claim` answers the todo itself, claim_next
+ * and `next` wrap it as {empty: false, todo}. A fenced claim carries its lease token (beside the
+ * todo's fields, or beside `todo`); a self-test's claim completed it, so it has no token.
+ */
+function claimAnswer(row: ClaimedTodo, fence: { token?: string }, shape: 'todo' | 'next') {
+  const todo = row.synthetic ? selfTestView(row) : fullTodo(row);
+  const token = row.synthetic || !fence.token ? {} : { lease_token: fence.token };
+  return shape === 'todo' ? { ...todo, ...token } : { empty: false as const, todo, ...token };
+}
+
+const EMPTY = { empty: true } as const;
+
+/** A claim_next claim not yet answered: its row and the fence minted for it. */
+interface NextClaim {
+  row: ClaimedTodo;
+  fence: { token?: string };
 }
 
 /**
  * What an agent does with todos on its own queues: list, read, claim (by id or the next one),
- * heartbeat, and end a claim (complete, fail, release). Results are the agent-facing views; a
- * claim also returns the doorbell rings it acknowledged, for the caller's session to count.
+ * heartbeat, and end a claim (complete, fail, release). Results are the agent-facing views. Every
+ * claim acknowledges the doorbell rings it answers for the worker's session here, so no claim
+ * path can skip it; a release hands the todo to TodoEvents.
  */
 export class TodoWork {
   readonly waiters: ClaimWaiters;
@@ -100,11 +116,16 @@ export class TodoWork {
   /** complete and fail with the claim after them, in one statement, batched the same way. */
   readonly #finishThenClaim: FinishThenClaim;
 
+  readonly #acks: Pick<DoorbellAcks, 'acknowledged'> | undefined;
+  readonly #events: Pick<TodoEvents, 'becameClaimable'> | undefined;
+
   constructor(
     private readonly base: ServiceBase,
-    opts: { waiters?: ClaimWaiters } = {},
+    opts: { waiters?: ClaimWaiters; acks?: Pick<DoorbellAcks, 'acknowledged'>; events?: Pick<TodoEvents, 'becameClaimable'> } = {},
   ) {
     this.waiters = opts.waiters ?? new ClaimWaiters();
+    this.#acks = opts.acks;
+    this.#events = opts.events;
     this.#claimNext = new ClaimNext(base.sql, base.lanes);
     this.#held = new HeldTransitions(base.sql, base.lanes);
     this.#finishThenClaim = new FinishThenClaim(base.sql, base.lanes);
@@ -140,15 +161,16 @@ export class TodoWork {
     return { ...withFailureFields(row), payload: row.payload, result: row.result ?? null };
   }
 
+  /** A claim's rings, acknowledged by the worker's session: every claim path passes here before it answers. */
+  async #acknowledge(w: Worker, row: ClaimedTodo): Promise<void> {
+    await this.#acks?.acknowledged(w.session, row.acked_rings, 'claim');
+  }
+
   async claim(w: Worker, id: string, opts: LeaseOptions) {
     const fence = mintFence(opts.requireFence);
     const row = await claimTodo(this.base.sql, callerOf(w), id, leaseSeconds(opts.leaseTtlSeconds), this.base.clock.now(), fence.hash);
-    const view = row.synthetic
-      ? selfTestView(row)
-      : fence.token
-        ? { ...fullTodo(row), lease_token: fence.token }
-        : fullTodo(row);
-    return { view, ackedRings: row.acked_rings };
+    await this.#acknowledge(w, row);
+    return claimAnswer(row, fence, 'todo');
   }
 
   /**
@@ -158,7 +180,8 @@ export class TodoWork {
   async claimOwnTest(w: Worker, id: string) {
     const row = await claimOwnTestTodo(this.base.sql, callerOf(w), this.#queues(w, undefined), this.base.clock.now(), id);
     if (!row) return null;
-    return { view: selfTestView(row), ackedRings: row.acked_rings };
+    await this.#acknowledge(w, row);
+    return claimAnswer(row, {}, 'todo');
   }
 
   /**
@@ -169,23 +192,23 @@ export class TodoWork {
    */
   async claimNext(w: Worker, queue: string | undefined, opts: LeaseOptions, wait?: WaitOptions) {
     const queues = this.#queues(w, queue);
-    if (!wait || wait.waitMs <= 0) return this.#claimNextNow(w, queues, opts);
+    if (!wait || wait.waitMs <= 0) return this.#answerNext(w, await this.#claimNextNow(w, queues, opts));
     // The slot is taken before the first look, so work announced during it is not missed.
     const slot = this.waiters.enter(w.endpointId, queues);
     const deadline = performance.now() + wait.waitMs;
     try {
       for (;;) {
-        if (wait.signal.aborted) return { view: { empty: true }, ackedRings: null };
+        if (wait.signal.aborted) return EMPTY;
         const claimed = await this.#claimNextNow(w, queues, opts);
-        if (!claimed.view.empty) {
-          if (!wait.signal.aborted) return claimed;
-          await this.#giveBack(w, claimed.view);
-          return { view: { empty: true }, ackedRings: null };
+        if (claimed) {
+          if (!wait.signal.aborted) return this.#answerNext(w, claimed);
+          await this.#giveBack(w, claimed);
+          return EMPTY;
         }
         const left = deadline - performance.now();
-        if (left <= 0) return claimed;
+        if (left <= 0) return EMPTY;
         const outcome = await slot.next(Math.min(left, LONG_POLL_RECHECK_MS), wait.signal);
-        if (outcome === 'aborted') return { view: { empty: true }, ackedRings: null };
+        if (outcome === 'aborted') return EMPTY;
         wait.onWaiting?.();
       }
     } finally {
@@ -193,24 +216,28 @@ export class TodoWork {
     }
   }
 
-  /** A claim its caller will never see goes back to the queue (a self-test claim completed it: nothing to give back). */
-  async #giveBack(w: Worker, claimed: object): Promise<void> {
-    const view = claimed as { todo?: { id: string; self_test?: boolean }; lease_token?: string };
-    const todo = view.todo;
-    if (!todo || todo.self_test) return;
+  /** A claim its caller will never see goes back to the queue, acknowledging nothing (a self-test claim completed it: nothing to give back). */
+  async #giveBack(w: Worker, { row, fence }: NextClaim): Promise<void> {
+    if (row.synthetic) return;
     try {
-      await this.release(w, todo.id, view.lease_token);
+      await this.release(w, row.id, fence.token);
     } catch (err) {
-      this.base.log.warn({ todo_id: todo.id, err: (err as Error).message }, 'claim_next ended while claiming; the todo waits for its lease to run out');
+      this.base.log.warn({ todo_id: row.id, err: (err as Error).message }, 'claim_next ended while claiming; the todo waits for its lease to run out');
     }
   }
 
-  /** The next todo now: a self-test todo whose doorbell rang comes before real work (one statement). */
-  async #claimNextNow(w: Worker, queues: readonly string[], opts: LeaseOptions) {
+  /** The next todo now, in one statement (never a self-test todo, SPEC-0025 REQ-9); null when none is claimable. */
+  async #claimNextNow(w: Worker, queues: readonly string[], opts: LeaseOptions): Promise<NextClaim | null> {
     const fence = mintFence(opts.requireFence);
     const row = await this.#claimNext.claim(callerOf(w), queues, leaseSeconds(opts.leaseTtlSeconds), this.base.clock.now(), fence.hash);
-    if (!row) return { view: { empty: true }, ackedRings: null };
-    return nextClaimed(row, fence);
+    return row ? { row, fence } : null;
+  }
+
+  /** claim_next's answer: the claim's rings acknowledged, or empty. */
+  async #answerNext(w: Worker, claimed: NextClaim | null) {
+    if (!claimed) return EMPTY;
+    await this.#acknowledge(w, claimed.row);
+    return claimAnswer(claimed.row, claimed.fence, 'next');
   }
 
   /**
@@ -223,12 +250,12 @@ export class TodoWork {
     const queues = this.#queues(w, queue);
     const fence = mintFence(opts.requireFence);
     const call = { id, result, now: this.base.clock.now(), leaseTokenHash: hashToken(leaseToken) };
-    const next = { queues, leaseSecs: leaseSeconds(opts.leaseTtlSeconds), session: w.sessionId, leaseTokenHash: fence.hash };
+    const next = { queues, leaseSecs: leaseSeconds(opts.leaseTtlSeconds), session: w.session.id, leaseTokenHash: fence.hash };
     const both = this.#finishThenClaim.add(callerOf(w), what, call, next);
     const { finished, claimed } = both ? await both : { finished: await this.#held[what](callerOf(w), call), claimed: null };
     return {
       finished: finishedView(what, finished),
-      next: claimed ? nextClaimed(claimed, fence) : null,
+      next: claimed ? await this.#answerNext(w, { row: claimed, fence }) : null,
     };
   }
 
@@ -247,9 +274,8 @@ export class TodoWork {
 
   async release(w: Worker, id: string, leaseToken: string | undefined) {
     const row = await this.#held.release(callerOf(w), { id, now: this.base.clock.now(), leaseTokenHash: hashToken(leaseToken) });
-    // A release sends no todo_ready (it would ring the todo again): this instance's waiters hear it here,
-    // other instances' at their next look.
-    this.waiters.ready(w.endpointId, row.queue);
+    // A release rings and hooks nothing (READY_EFFECTS), so the sender gate is not asked.
+    this.#events?.becameClaimable([{ pushEligible: false, todo: row }], 'released', 'needed');
     return summarizeTodo(row);
   }
 }

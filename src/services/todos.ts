@@ -34,10 +34,8 @@ import {
 } from '../store/todos/index.ts';
 import type { QueueStat } from '../lib/metrics.ts';
 import type { ServiceBase } from './base.ts';
-import type { ClaimWaiters } from './claim-waiters.ts';
 import { requireActive, type Endpoint } from './endpoints.ts';
-import type { ReadyRings } from './doorbell/ready-rings.ts';
-import type { NotifyHooks } from './notify-hooks.ts';
+import type { ClaimableTodo, TodoEvents } from './todo-events.ts';
 
 export {
   TODO_STATES,
@@ -88,19 +86,15 @@ export interface PushAuthor {
 /** Pending counts and oldest ages per queue across all tenants, for the metrics gauges. */
 export const queueStats = (base: ServiceBase): Promise<QueueStat[]> => queueStatsUnscoped(base.sql, base.clock.now());
 
-/** Who hears, after commit, of a new push-eligible todo made on this instance. */
-export interface TodoFanOut {
-  doorbell?: Pick<ReadyRings, 'ringReady'>;
-  hooks?: Pick<NotifyHooks, 'announceTodo'>;
-  /** This instance's long-polling claims (other instances' hear the todo_ready broadcast). */
-  waiters?: Pick<ClaimWaiters, 'ready'>;
+/** What a TodoService tells, after commit. */
+export interface TodoServiceOptions {
+  /** Who hears of todos that became claimable (TodoEvents). */
+  events?: Pick<TodoEvents, 'becameClaimable'>;
   /**
    * This instance's id in the session directory. With it, a push broadcasts todo_ready only while
    * another instance is registered (insertEventAndTodo); without it, always.
    */
   instanceId?: string;
-  /** Anything else that wants to know (tests). */
-  onTodoReady?: (todo: TodoRow) => void;
 }
 
 const describeAuthor = (h: PushAuthor) => `${h.display_name ?? h.email ?? h.handle} (${h.id})`;
@@ -108,23 +102,23 @@ const describeAuthor = (h: PushAuthor) => `${h.display_name ?? h.email ?? h.hand
 /**
  * Producing todos. Every producer (an operator over /api/v1, a webhook delivery) goes through
  * `push`: the event and its todo in one statement (pushes to one endpoint that wait go together,
- * DeliveryBatches), then, after commit, the fan-out for a new push-eligible todo (this instance's
- * doorbell and notify hooks).
+ * DeliveryBatches), then, after commit, TodoEvents for a new todo.
  */
 export class TodoService {
   readonly #base: ServiceBase;
-  readonly #fanOut: TodoFanOut;
+  readonly #events: Pick<TodoEvents, 'becameClaimable'> | undefined;
   readonly #deliveries: DeliveryBatches;
 
-  constructor(base: ServiceBase, fanOut: TodoFanOut = {}) {
+  constructor(base: ServiceBase, opts: TodoServiceOptions = {}) {
     this.#base = base;
-    this.#fanOut = fanOut;
-    this.#deliveries = new DeliveryBatches(base.sql, () => fanOut.instanceId ?? null, base.lanes);
+    this.#events = opts.events;
+    this.#deliveries = new DeliveryBatches(base.sql, () => opts.instanceId ?? null, base.lanes);
   }
 
   async push(event: EventInput, todo: NewTodo, now: Date = this.#base.clock.now()): Promise<Pushed> {
     const { todo: row, created, eventId, pushEligible } = await this.#deliveries.insert({ event, todo, now });
-    if (created && pushEligible) this.#fanOutReady(row, 'created');
+    // The statement broadcast todo_ready at commit for a push-eligible todo (insertDeliveries).
+    if (created) this.#events?.becameClaimable([claimable(row, pushEligible)], 'created', 'sent');
     return { todo: row, created, eventId };
   }
 
@@ -198,15 +192,9 @@ export class TodoService {
    */
   async retry(endpointId: string, todoId: string): Promise<TodoRow> {
     const { todo, pushEligible } = await retryTodo(this.#base.sql, endpointId, todoId, this.#base.clock.now());
-    if (pushEligible) this.#fanOutReady(todo, 'requeued');
+    this.#events?.becameClaimable([claimable(todo, pushEligible)], 'requeued', 'sent');
     return todo;
   }
-
-  /** After commit: this instance's doorbell and notify hooks hear of a todo that became ready. */
-  #fanOutReady(row: TodoRow, reason: 'created' | 'requeued'): void {
-    this.#fanOut.doorbell?.ringReady(row);
-    this.#fanOut.waiters?.ready(row.endpoint_id, row.queue);
-    this.#fanOut.hooks?.announceTodo(row, reason);
-    this.#fanOut.onTodoReady?.(row);
-  }
 }
+
+const claimable = (todo: TodoRow, pushEligible: boolean): ClaimableTodo => (pushEligible ? { pushEligible: true, todo } : { pushEligible: false, todo });

@@ -17,6 +17,7 @@ describe('NOTIFY channel payloads', () => {
   it('decode what they encode', () => {
     const samples = [
       ['todo_ready', { endpointId, queue: 'a:b' }],
+      ['todo_claimable', { endpointId, queue: 'a:b' }],
       ['endpoint_presence', { endpointId, change: 'out' }],
       ['endpoint_revoked', { endpointId }],
       ['doorbell_test', { testId: 'dt_01J' }],

@@ -3,14 +3,17 @@ import type { Sql, TxSql } from '../db/connect.ts';
 /**
  * The cross-instance NOTIFY channels and their payloads. Each channel has one encode and one
  * decode here; the wire formats are shared with every instance of this version, so they must
- * not change: `todo_ready` `<endpoint_id>:<queue>`, `endpoint_presence` `<endpoint_id>:<in|out|refresh>`,
+ * not change: `todo_ready` and `todo_claimable` `<endpoint_id>:<queue>`, `endpoint_presence` `<endpoint_id>:<in|out|refresh>`,
  * `endpoint_revoked` `<endpoint_id>`, `doorbell_test` `<test id>`, `mcp_session` `<session id>:closed` or
  * `<session id>:stream:<instance id>`, `mcp_cancel` `<session id>:<JSON-RPC request id as JSON>`,
  * `listen_probe` `<nonce>`, `webhook_changed` `<webhook id>`, `notify_hooks_changed` `<endpoint id>`.
  * Sent at commit, like any NOTIFY.
  */
 export interface ChannelPayloads {
+  /** Todos of this endpoint and queue became ready: ring them, and a claim may succeed. */
   todo_ready: { endpointId: string; queue: string };
+  /** A claim may succeed, nothing to ring (a release): long-polling claims look again. */
+  todo_claimable: { endpointId: string; queue: string };
   /** in/out: a claimed presence transition; refresh: an override or shift was written, re-read it. */
   endpoint_presence: { endpointId: string; change: 'in' | 'out' | 'refresh' };
   endpoint_revoked: { endpointId: string };
@@ -36,15 +39,18 @@ interface Codec<P> {
 
 const PRESENCE_CHANGES = ['in', 'out', 'refresh'] as const;
 
-const codecs: { [C in Channel]: Codec<ChannelPayloads[C]> } = {
-  todo_ready: {
-    encode: (p) => `${p.endpointId}:${p.queue}`,
-    // Queue names never hold a colon, but split on the first anyway.
-    decode: (raw) => {
-      const cut = raw.indexOf(':');
-      return cut < 0 ? null : { endpointId: raw.slice(0, cut), queue: raw.slice(cut + 1) };
-    },
+const endpointQueue: Codec<{ endpointId: string; queue: string }> = {
+  encode: (p) => `${p.endpointId}:${p.queue}`,
+  // Queue names never hold a colon, but split on the first anyway.
+  decode: (raw) => {
+    const cut = raw.indexOf(':');
+    return cut < 0 ? null : { endpointId: raw.slice(0, cut), queue: raw.slice(cut + 1) };
   },
+};
+
+const codecs: { [C in Channel]: Codec<ChannelPayloads[C]> } = {
+  todo_ready: endpointQueue,
+  todo_claimable: endpointQueue,
   endpoint_presence: {
     encode: (p) => `${p.endpointId}:${p.change}`,
     decode: (raw) => {

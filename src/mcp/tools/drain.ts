@@ -15,7 +15,7 @@ const workerOf = (ctx: ToolContext): Worker => ({
   endpointId: ctx.session.endpoint.id,
   agentId: ctx.session.endpoint.agentId,
   queues: ctx.session.endpoint.queues,
-  sessionId: ctx.session.id,
+  session: ctx.session,
 });
 
 const todoId = z.string({ error: 'is required: a todo id (td_...)' }).regex(TODO_ID_PATTERN, 'must be a todo id like td_<uuid>');
@@ -66,17 +66,15 @@ const claimNextInput = z
   .strict();
 type ClaimNextArgs = z.infer<typeof claimNextInput>;
 
-/** claim_next's claim, acknowledging the rings it answers: the verb, and `next` on complete and fail. */
+/** claim_next's claim: the verb, and `next` on complete and fail. */
 async function claimNextFor(ctx: ToolContext, args: ClaimNextArgs) {
-  const claimed = await ctx.todoWork.claimNext(
+  return ctx.todoWork.claimNext(
     workerOf(ctx),
     args.queue,
     { leaseTtlSeconds: args.lease_ttl_seconds, requireFence: args.require_fence },
     // Only a wait reads the call's signal: reading it makes one.
     args.wait ? { waitMs: waitMs(args.wait), signal: ctx.signal, onWaiting: () => ctx.keepAlive() } : undefined,
   );
-  if (claimed.ackedRings) await ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
-  return claimed.view;
 }
 
 /**
@@ -103,9 +101,7 @@ async function finishThenClaim(ctx: ToolContext, what: Finish, args: { id: strin
   const lease = { leaseTtlSeconds: claimArgs.lease_ttl_seconds, requireFence: claimArgs.require_fence };
   const { finished, next } = await ctx.todoWork.finishThenClaimNext(workerOf(ctx), what, args.id, args.result, args.lease_token, claimArgs.queue, lease);
   try {
-    if (!next) return { ...finished, next: await claimNextFor(ctx, claimArgs) };
-    await ctx.acks.acknowledged(ctx.session, next.ackedRings, 'claim');
-    return { ...finished, next: next.view };
+    return { ...finished, next: next ?? (await claimNextFor(ctx, claimArgs)) };
   } catch (err) {
     // The todo is finished whatever the claim did: say so, and why nothing was claimed.
     const failed = classifyAndLog(err, ctx.log, { tool: 'claim_next', slug: ctx.session.endpoint.slug }, 'next claim failed', () => null);
@@ -159,17 +155,14 @@ export const drainTools: Tool[] = [
     description: `Claim one todo by id (for example the todo_id of a doorbell). Returns the todo with its payload. ${LEASE_ADVICE} ${ONE_AT_A_TIME} With require_fence: true you get a lease_token that heartbeat/complete/fail/release must then pass (use it when several workers share this endpoint).`,
     input: z.object({ id: todoId, lease_ttl_seconds: leaseTtl, require_fence: z.boolean({ error: 'must be true or false' }).optional() }).strict(),
     async run(ctx, args) {
-      const claimed = await ctx.todoWork.claim(workerOf(ctx), args.id, { leaseTtlSeconds: args.lease_ttl_seconds, requireFence: args.require_fence });
-      await ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
-      return claimed.view;
+      return ctx.todoWork.claim(workerOf(ctx), args.id, { leaseTtlSeconds: args.lease_ttl_seconds, requireFence: args.require_fence });
     },
     ungrantedDescription:
       'Claim your own self-test todo by id: the todo_id of the self-test doorbell test_doorbell rings. This endpoint is not granted claim, so no other todo can be claimed with it.',
     async runUngranted(ctx, args) {
       const claimed = await ctx.todoWork.claimOwnTest(workerOf(ctx), args.id);
       if (!claimed) throw verbNotGranted('claim', ctx.grantedVerbs);
-      await ctx.acks.acknowledged(ctx.session, claimed.ackedRings, 'claim');
-      return claimed.view;
+      return claimed;
     },
   }),
   defineTool({

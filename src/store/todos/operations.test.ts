@@ -4,6 +4,7 @@ import type { Sql } from '../../db/connect.ts';
 import { SwitchboardError } from '../../domain/errors.ts';
 import { ManualClock } from '../../lib/clock.ts';
 import { createLogger } from '../../lib/log.ts';
+import { TodoEvents } from '../../services/todo-events.ts';
 import { TodoService, type PushAuthor } from '../../services/todos.ts';
 import { vendEndpoint } from '../endpoints.ts';
 import { addHuman } from '../humans.ts';
@@ -248,7 +249,8 @@ describe('retry', () => {
   it('puts a dead letter back to pending with attempt 0 and a full ring budget, and rings it through the push fan-out', async () => {
     const c = await newEndpoint();
     const rung: string[] = [];
-    const service = new TodoService({ sql, clock, log: createLogger('silent') }, { doorbell: { ringReady: (t) => void rung.push(t.id) } });
+    const log = createLogger('silent');
+    const service = new TodoService({ sql, clock, log }, { events: new TodoEvents({ sql, log, rings: { ringReady: (t) => void rung.push(t.id) } }) });
     const dead = await push(c, 'dead', { maxAttempts: 2 });
     for (let i = 0; i < 2; i++) {
       await claimTodo(sql, c, dead.id, 60, clock.now());
