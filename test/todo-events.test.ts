@@ -101,7 +101,7 @@ describe('TodoEvents: every path that makes a todo claimable tells the same list
     // The operator's retry of a dead letter.
     later();
     expect(await onB.call('claim', { id })).toMatchObject({ id, state: 'claimed' });
-    expect(await onB.call('fail', { id })).toMatchObject({ id, dead_letter: true });
+    expect(await onB.call('fail', { id })).toMatchObject({ id, dead: true });
     later();
     await expectHeardAlike(e, [onA, onB], 'requeued', async () => {
       const res = await viaA('POST', `/api/v1/endpoints/${e.slug}/todos/${id}/retry`);

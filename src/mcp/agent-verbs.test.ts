@@ -80,7 +80,7 @@ describe('claim_next → heartbeat → complete', () => {
     expect(await call(client, 'claim_next')).toEqual({ empty: true });
     expect(await call(client, 'complete', { id })).toEqual({ error: expect.stringMatching(/^conflict: /) });
     const got = await call(client, 'get_todo', { id });
-    expect(got).toMatchObject({ id, state: 'done', result: { verdict: 'lgtm' }, dead_letter: false });
+    expect(got).toMatchObject({ id, state: 'done', result: { verdict: 'lgtm' }, dead: false });
   });
 
   it('claims a todo that another transaction holds locked for a moment (a digest marking it rung), rather than answering empty', async () => {
@@ -124,12 +124,12 @@ describe('fail → retry → dead letter', () => {
       expect(claimed).toMatchObject({ id, attempt });
       const failed = await call(client, 'fail', { id, result: { attempt } });
       if (attempt < 5) {
-        expect(failed).toMatchObject({ state: 'failed', dead_letter: false });
+        expect(failed).toMatchObject({ state: 'failed', dead: false });
         expect(Date.parse(failed.next_retry_at) - app.clock.now().getTime()).toBe(retryBackoffSeconds(attempt) * 1000);
         expect(await call(client, 'claim_next')).toEqual({ empty: true });
         app.clock.advance(retryBackoffSeconds(attempt) * 1000);
       } else {
-        expect(failed).toMatchObject({ state: 'failed', dead_letter: true, next_retry_at: null });
+        expect(failed).toMatchObject({ state: 'failed', dead: true, next_retry_at: null });
       }
     }
     app.clock.advance(3_600_000);

@@ -54,7 +54,7 @@ describe('list_todos', () => {
 
     // ids[0] becomes a dead letter (one attempt, failed); ids[1] is claimed, not dead.
     expect(await a.call('claim', { id: ids[0] })).toMatchObject({ id: ids[0] });
-    expect(await a.call('fail', { id: ids[0], result: { why: 'broken' } })).toMatchObject({ dead_letter: true });
+    expect(await a.call('fail', { id: ids[0], result: { why: 'broken' } })).toMatchObject({ dead: true });
     await a.call('claim', { id: ids[1] });
     expect((await a.call('list_todos', { state: 'dead' })).todos).toEqual([expect.objectContaining({ id: ids[0], state: 'failed', dead: true })]);
     expect((await a.call('list_todos', { state: 'claimed' })).todos).toEqual([expect.not.objectContaining({ dead: true })]);

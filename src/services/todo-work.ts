@@ -10,6 +10,7 @@ import {
   fullTodo,
   getTodo,
   HeldTransitions,
+  isDead,
   listTodos,
   summarizeTodo,
   type Caller,
@@ -71,11 +72,12 @@ const selfTestView = (row: TodoRow) => ({
   note: 'This was a Switchboard self-test todo: your claim completed it. No other action is needed.',
 });
 
+/** get_todo's and fail's retry fields: when the next retry comes, and `dead` always present (as the API's detail has it). */
 function withFailureFields(t: TodoMetaRow) {
   return {
     ...summarizeTodo(t),
     next_retry_at: rfc3339(t.next_retry_at) ?? null,
-    dead_letter: t.state === 'failed' && t.next_retry_at === null,
+    dead: isDead(t),
   };
 }
 

@@ -1,12 +1,11 @@
 import type { Sql } from '../db/connect.ts';
+import { finished } from './todos/predicates.ts';
 
 // Retention (SWITCHBOARD_RETENTION): what is deleted once it is older than the cutoff. Every
 // statement picks at most `limit` ids first, then deletes them; live todos are never picked.
 // Ring records and self-test reports are kept 7 days whatever the retention (SPEC-0025 REQ-1,
 // REQ-8): rings.ts and selftests.ts delete them, never this file.
 
-/** A todo that will never change again: done, canceled, or failed with no retry left (todos_finished_idx). */
-const finished = (sql: Sql) => sql`(state = 'done' or state = 'canceled' or (state = 'failed' and next_retry_at is null))`;
 
 /** Finished todos last changed before `cutoff`, and the events they were made from. */
 export async function deleteFinishedTodosUnscoped(sql: Sql, cutoff: Date, limit: number): Promise<{ todos: number; events: number }> {

@@ -3,7 +3,7 @@ import { acknowledgeRing, ackedRingColumns, type AckedRing } from '../rings.ts';
 import { claimable } from './predicates.ts';
 import { refusal, withinReach, type Caller } from './reach.ts';
 import { rfc3339 } from '../../domain/time.ts';
-import type { TodoRow } from './row.ts';
+import { isDead, type TodoRow } from './row.ts';
 
 /** What a self-test todo's claim completes it with, in the same statement. */
 export const SELF_TEST_RESULT = { self_test: true, note: 'no work needed' } as const;
@@ -94,7 +94,7 @@ export async function claimTodo(
 function notClaimable(t: TodoRow, now: Date): string {
   if (t.state === 'pending' && t.run_at && t.run_at > now) return `todo ${t.id} is delayed: it is not claimable until ${rfc3339(t.run_at)}`;
   if (t.state === 'done' || t.state === 'canceled') return `todo ${t.id} is not claimable: it is ${t.state}`;
-  if (t.state === 'failed' && t.next_retry_at === null) return `todo ${t.id} is not claimable: it is a dead letter`;
+  if (isDead(t)) return `todo ${t.id} is not claimable: it is a dead letter`;
   if (t.state === 'failed' && t.next_retry_at) return `todo ${t.id} is not claimable until its retry at ${rfc3339(t.next_retry_at)}`;
   return `todo ${t.id} is not claimable (claimed by someone else, finished, or waiting for its retry)`;
 }

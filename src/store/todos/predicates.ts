@@ -6,12 +6,21 @@ import { RESERVED_QUEUE } from '../../domain/scope.ts';
  * name the columns of `todos`; pushEligible needs the table aliased `t`.
  */
 
+/** A dead letter: failed, and no retry is coming (row.ts's isDead is the same rule for a row in hand). */
+export const deadLetter = (sql: Sql | TxSql) => sql`(state = 'failed' and next_retry_at is null)`;
+
 /**
  * Live: pending, claimed, or failed with a retry still to come (not done, not canceled, not
  * dead-lettered). Revocation dead-letters exactly these; the board and listings call the rest finished.
  */
-export const live = (sql: Sql | TxSql) =>
-  sql`state <> 'done' and state <> 'canceled' and (state <> 'failed' or next_retry_at is not null)`;
+export const live = (sql: Sql | TxSql) => sql`state <> 'done' and state <> 'canceled' and not ${deadLetter(sql)}`;
+
+/**
+ * Finished, the complement of live: done, canceled or a dead letter; nothing more will happen to
+ * it. Spelled as migration 0015's todos_finished_idx is, so retention's scan can use that index
+ * (predicates.test.ts keeps the two equal).
+ */
+export const finished = (sql: Sql | TxSql) => sql`(state = 'done' or state = 'canceled' or ${deadLetter(sql)})`;
 
 /**
  * The live rows that hold their idempotency key: migration 0001's todos_live_key_idx predicate,

@@ -1,6 +1,7 @@
 import type { Sql, TxSql } from '../../db/connect.ts';
 import { RESERVED_QUEUE } from '../../domain/scope.ts';
 import type { QueueStat } from '../../lib/metrics.ts';
+import { deadLetter } from './predicates.ts';
 import { todoMetaColumns, type TodoMetaRow, type TodoRow, type TodoStateFilter } from './row.ts';
 
 import type { PageKey } from '../../domain/todo-cursor.ts';
@@ -20,7 +21,7 @@ export interface ListFilter {
 }
 
 const stateIs = (sql: Sql, state: TodoStateFilter) =>
-  state === 'dead' ? sql`and state = 'failed' and next_retry_at is null` : sql`and state = ${state}`;
+  state === 'dead' ? sql`and ${deadLetter(sql)}` : sql`and state = ${state}`;
 
 /**
  * Newest first, one endpoint, the given queues only, never the reserved queue; a page of at most
