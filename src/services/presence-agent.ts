@@ -1,3 +1,4 @@
+import { AGENT, parseActor } from '../domain/actor.ts';
 import { SwitchboardError } from '../domain/errors.ts';
 import { parseClockInDuration, planClockIn, planClockOut, type PresenceInputs } from '../domain/presence/index.ts';
 import { handleOf } from '../store/humans.ts';
@@ -45,8 +46,9 @@ export class AgentPresence {
 
   /** `operator:<id>` as the human's handle, for a refusal the agent reads; the raw value otherwise. */
   async #operatorName(overrideBy: string | null): Promise<string | null> {
-    if (!overrideBy?.startsWith('operator:')) return overrideBy;
-    return (await handleOf(this.base.sql, overrideBy.slice('operator:'.length))) ?? overrideBy;
+    const by = parseActor(overrideBy);
+    if (by?.kind !== 'operator') return overrideBy;
+    return (await handleOf(this.base.sql, by.humanId)) ?? overrideBy;
   }
 
   async #inputs(endpointId: string): Promise<PresenceInputs> {
@@ -57,6 +59,6 @@ export class AgentPresence {
 
   async #apply(endpointId: string, current: OverrideColumns, plan: Parameters<PresenceService['setOverride']>[1]): Promise<void> {
     if (sameOverride(plan, current)) return;
-    if (!(await this.presence.setOverride(endpointId, plan, 'agent'))) throw noLongerActive();
+    if (!(await this.presence.setOverride(endpointId, plan, AGENT))) throw noLongerActive();
   }
 }

@@ -1,3 +1,4 @@
+import { actorLabel, type PresenceActor } from '../domain/actor.ts';
 import { effective, untilOnWire } from '../domain/presence/index.ts';
 import { rfc3339 } from '../domain/time.ts';
 import type { Logger } from '../lib/log.ts';
@@ -9,14 +10,14 @@ import { inputsOf } from './presence-cache.ts';
  * when it changes no presence (a shift edit, an operator clock-out while already out): the slug,
  * the effective presence before and after it, what decides now and until when, who and when.
  */
-export function logPresenceWrite(log: Logger, what: 'override' | 'shift', write: PresenceWrite, by: string, at: Date): void {
+export function logPresenceWrite(log: Logger, what: 'override' | 'shift', write: PresenceWrite, by: PresenceActor, at: Date): void {
   const before = effective(inputsOf(write.before), at);
   const after = effective(inputsOf(write.after), at);
   log.info(
     {
       slug: write.slug,
       write: what,
-      by,
+      by: actorLabel(by),
       at: rfc3339(at),
       from: before.presence,
       to: after.presence,

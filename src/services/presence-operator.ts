@@ -1,3 +1,4 @@
+import { operatorActor } from '../domain/actor.ts';
 import { parseShift, planOperatorClear, planOperatorSet, type Presence } from '../domain/presence/index.ts';
 import type { ServiceBase } from './base.ts';
 import { mustStillBeActive, requireActive, type Endpoint } from './endpoints.ts';
@@ -24,18 +25,18 @@ export class OperatorPresence {
     const inputs = await this.presence.inputs(endpoint.id);
     mustStillBeActive(inputs !== null, endpoint);
     const plan = planOperatorSet(inputs!, this.base.clock.now(), wanted, until, humanId);
-    mustStillBeActive(await this.presence.setOverride(endpoint.id, plan, `operator:${humanId}`), endpoint);
+    mustStillBeActive(await this.presence.setOverride(endpoint.id, plan, operatorActor(humanId)), endpoint);
   }
 
   async clear(humanId: string, endpoint: Endpoint): Promise<void> {
     requireActive(endpoint);
-    mustStillBeActive(await this.presence.setOverride(endpoint.id, planOperatorClear(), `operator:${humanId}`), endpoint);
+    mustStillBeActive(await this.presence.setOverride(endpoint.id, planOperatorClear(), operatorActor(humanId)), endpoint);
   }
 
   /** Stores the shift in its canonical form (parsed by the one shift grammar); null clears it. */
   async setShift(humanId: string, endpoint: Endpoint, shift: string | null): Promise<void> {
     requireActive(endpoint);
     const canonical = shift === null ? null : parseShift(shift).canonical;
-    mustStillBeActive(await this.presence.setShift(endpoint.id, canonical, `operator:${humanId}`), endpoint);
+    mustStillBeActive(await this.presence.setShift(endpoint.id, canonical, operatorActor(humanId)), endpoint);
   }
 }

@@ -3,6 +3,7 @@ import { startTestApp } from '../../test/support/app.ts';
 import { push as pushVia, vend as vendVia, withApp, type Api, type TestApp, type TestDb } from '../../test/support/fixtures.ts';
 import { connectAgent, settle, until, type Agent, type Vended } from '../../test/support/agents.ts';
 import type { App } from '../app.ts';
+import { AGENT } from '../domain/actor.ts';
 import { ManualClock } from '../lib/clock.ts';
 import { createLogger } from '../lib/log.ts';
 import { claimPresenceTransitions, readPresence } from '../store/presence.ts';
@@ -126,7 +127,7 @@ describe('stale transitions', () => {
     // An evaluator reads the row (the shift has started) ...
     const seen = (await readPresence(db.sql, e.id))!;
     // ... meanwhile the agent clocks out (this instance claims nothing: still out) ...
-    await app.presence.setOverride(e.id, { override: 'out', overrideUntil: null, overrideSetAt: app.clock.now(), overrideBy: 'agent' }, 'agent');
+    await app.presence.setOverride(e.id, { override: 'out', overrideUntil: null, overrideSetAt: app.clock.now(), overrideBy: 'agent' }, AGENT);
     await push(e, 'held');
     // ... and then the stale evaluator claims what it computed.
     const from = { override: seen.presence_override, overrideSetAt: seen.override_set_at, shift: seen.shift };

@@ -1,3 +1,4 @@
+import { actorLabel, AGENT, operatorActor, parseActor, SHIFT, type PresenceActor } from '../domain/actor.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { ChannelPayloads } from '../store/channels.ts';
 import type { Sql } from '../db/connect.ts';
@@ -37,9 +38,6 @@ export { inputsOf };
 export const PRESENCE_EVALUATOR_INTERVAL_MS = 30_000;
 export const RECONNECT_DIGEST_GATE_MS = 10 * 60_000;
 
-/** Who changed presence (SPEC-0022): `agent`, `operator:<human_id>`, or `shift` (also when an override runs out). */
-export type ChangedBy = 'agent' | `operator:${string}` | 'shift';
-
 /** The shape the presence verbs and routes answer with. */
 export interface PresenceView {
   presence: Presence;
@@ -49,17 +47,24 @@ export interface PresenceView {
   pending: number;
 }
 
-/** Who caused a transition the evaluator found (no writer named): the override's author, else the shift. */
-function causeOf(eff: EffectivePresence, overrideBy: string | null): ChangedBy {
-  if (eff.source === 'agent') return 'agent';
-  if (eff.source === 'operator') return (overrideBy ?? 'operator:unknown') as ChangedBy;
-  return 'shift';
+/**
+ * Who caused a transition the evaluator found (no writer named): the override's author, else the
+ * shift (SPEC-0022: `shift` also when an override runs out). An operator override whose author
+ * reads as no one's is put down to `operator:unknown`.
+ */
+function causeOf(eff: EffectivePresence, overrideBy: string | null): PresenceActor {
+  if (eff.source === 'agent') return AGENT;
+  if (eff.source === 'operator') {
+    const by = parseActor(overrideBy);
+    return by?.kind === 'operator' ? by : operatorActor('unknown');
+  }
+  return SHIFT;
 }
 
 /** Why a transition happened, as its digest says it: an override running out is not a shift start. */
-function digestReason(by: ChangedBy, overrideRanOut: boolean): DigestReason {
-  if (by === 'agent') return 'clock_in';
-  if (by.startsWith('operator:')) return 'operator';
+function digestReason(by: PresenceActor, overrideRanOut: boolean): DigestReason {
+  if (by.kind === 'agent') return 'clock_in';
+  if (by.kind === 'operator') return 'operator';
   return overrideRanOut ? 'override_end' : 'shift_start';
 }
 
@@ -72,8 +77,8 @@ const DIGEST_REASONS: readonly string[] = ['clock_in', 'operator', 'shift_start'
 function storedReason(row: PresenceRow): DigestReason {
   const stored = row.presence_change_reason;
   if (stored !== null && DIGEST_REASONS.includes(stored)) return stored as DigestReason;
-  const by = row.presence_changed_by ?? 'shift';
-  return digestReason(by === 'agent' || by.startsWith('operator:') ? (by as ChangedBy) : 'shift', by === 'override_end');
+  const by = row.presence_changed_by;
+  return digestReason(parseActor(by) ?? SHIFT, by === 'override_end');
 }
 
 /**
@@ -163,9 +168,9 @@ export class PresenceService {
   }
 
   /** Writes an override; false when the endpoint is no longer active. */
-  async setOverride(endpointId: string, o: OverrideColumns, by: ChangedBy): Promise<boolean> {
+  async setOverride(endpointId: string, o: OverrideColumns, by: PresenceActor): Promise<boolean> {
     const at = this.clock.now();
-    const write = await writeOverride(this.sql, endpointId, o, { by, at });
+    const write = await writeOverride(this.sql, endpointId, o, { by: actorLabel(by), at });
     if (!write) return false;
     logPresenceWrite(this.log, 'override', write, by, at);
     await this.#afterWrite(endpointId, by);
@@ -173,16 +178,16 @@ export class PresenceService {
   }
 
   /** Stores a shift's canonical form, or clears it; false when the endpoint is no longer active. */
-  async setShift(endpointId: string, canonical: string | null, by: ChangedBy): Promise<boolean> {
+  async setShift(endpointId: string, canonical: string | null, by: PresenceActor): Promise<boolean> {
     const at = this.clock.now();
-    const write = await writeShift(this.sql, endpointId, canonical, { by, at });
+    const write = await writeShift(this.sql, endpointId, canonical, { by: actorLabel(by), at });
     if (!write) return false;
     logPresenceWrite(this.log, 'shift', write, by, at);
     await this.#afterWrite(endpointId, by);
     return true;
   }
 
-  async #afterWrite(endpointId: string, by: ChangedBy): Promise<void> {
+  async #afterWrite(endpointId: string, by: PresenceActor): Promise<void> {
     // Claim before this instance's cache sees the new inputs, so the claim records who wrote them.
     await this.evaluate({ endpointId, by });
     await notifyPresenceWritten(this.sql, endpointId);
@@ -216,7 +221,7 @@ export class PresenceService {
    * it, broadcasts it and sends its own sessions the digest. Runs every 30 s, right after a
    * presence write, and whenever a delivery decision finds a transition unclaimed.
    */
-  async evaluate(opts: { endpointId?: string; by?: ChangedBy } = {}): Promise<number> {
+  async evaluate(opts: { endpointId?: string; by?: PresenceActor } = {}): Promise<number> {
     const now = this.clock.now();
     const rows = opts.endpointId ? [await readPresence(this.sql, opts.endpointId)].filter((r) => r !== null) : await presenceWatchlistUnscoped(this.sql);
     const wanted: { row: PresenceRow; eff: EffectivePresence; transition: PresenceTransition }[] = [];
@@ -235,7 +240,7 @@ export class PresenceService {
       const by = opts.by ?? causeOf(eff, row.override_by);
       const reason = digestReason(by, overrideEnded && !overrideEndsAtShiftStart(inputs));
       const from = { override: row.presence_override, overrideSetAt: row.override_set_at, shift: row.shift };
-      wanted.push({ row, eff, transition: { endpointId: row.id, to: eff.presence, by, reason, from, clearOverride: overrideEnded } });
+      wanted.push({ row, eff, transition: { endpointId: row.id, to: eff.presence, by: actorLabel(by), reason, from, clearOverride: overrideEnded } });
     }
     // Marked as this instance's own before anyone awaiting the claim resumes, so its own broadcast is skipped.
     const claiming = claimPresenceTransitions(this.sql, wanted.map((w) => w.transition), now).then((won) => {

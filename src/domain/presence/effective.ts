@@ -1,3 +1,4 @@
+import { parseActor } from '../actor.ts';
 import { rfc3339 } from '../time.ts';
 import { isInShift, nextShiftBoundary, type Shift } from './shift.ts';
 
@@ -11,7 +12,7 @@ export interface PresenceInputs {
   overrideUntil: Date | null;
   /** The anchor of the override's end at the next shift boundary. */
   overrideSetAt: Date | null;
-  /** `agent` or `operator:<human_id>`. */
+  /** `agent` or `operator:<human_id>`, as stored (domain/actor.ts renders and parses it). */
   overrideBy: string | null;
 }
 
@@ -64,7 +65,7 @@ function base(shift: Shift | null, at: Date): Presence {
 }
 
 /** `agent` for the agent; anything else that set an override is an operator (`operator:<id>`). */
-const sourceOf = (by: string | null): PresenceSource => (by === 'agent' ? 'agent' : 'operator');
+const sourceOf = (by: string | null): PresenceSource => (parseActor(by)?.kind === 'agent' ? 'agent' : 'operator');
 
 /**
  * The effective presence at `now` (SPEC-0022 REQ "Presence Model"): the one place the precedence

@@ -1,3 +1,4 @@
+import { actorLabel, AGENT, operatorActor } from '../actor.ts';
 import { failedPrecondition, invalidArgument } from '../errors.ts';
 import { rfc3339 } from '../time.ts';
 import { CLOCK_IN_MAX_MS } from './duration.ts';
@@ -9,6 +10,7 @@ export interface OverrideWrite {
   override: Presence | null;
   overrideUntil: Date | null;
   overrideSetAt: Date | null;
+  /** actorLabel of who set it. */
   overrideBy: string | null;
 }
 
@@ -34,7 +36,7 @@ const current = (i: PresenceInputs): OverrideWrite => ({
 export function planClockOut(inputs: PresenceInputs, now: Date): OverrideWrite {
   const eff = effective(inputs, now);
   if (eff.presence === 'out' && (eff.source === 'agent' || eff.source === 'operator')) return current(inputs);
-  return { override: 'out', overrideUntil: null, overrideSetAt: new Date(now.getTime()), overrideBy: 'agent' };
+  return { override: 'out', overrideUntil: null, overrideSetAt: new Date(now.getTime()), overrideBy: actorLabel(AGENT) };
 }
 
 /**
@@ -61,7 +63,7 @@ export function planClockIn(inputs: PresenceInputs, now: Date, forMs: number, op
   if (shift === null || isInShift(shift, now)) return { ...CLEARED_OVERRIDE };
   const nextStart = nextShiftBoundary(shift, now);
   const until = Math.min(now.getTime() + forMs, nextStart ? nextStart.getTime() : Infinity);
-  return { override: 'in', overrideUntil: new Date(until), overrideSetAt: new Date(now.getTime()), overrideBy: 'agent' };
+  return { override: 'in', overrideUntil: new Date(until), overrideSetAt: new Date(now.getTime()), overrideBy: actorLabel(AGENT) };
 }
 
 function operatorKeepsOut(inputs: PresenceInputs, operatorName: string | null) {
@@ -85,7 +87,7 @@ export function planOperatorSet(_inputs: PresenceInputs, now: Date, presence: Pr
     if (until.getTime() <= now.getTime()) throw invalidArgument('until', 'must be in the future');
   }
   if (typeof humanId !== 'string' || humanId === '') throw invalidArgument('human_id', 'must not be empty');
-  return { override: presence, overrideUntil: until, overrideSetAt: new Date(now.getTime()), overrideBy: `operator:${humanId}` };
+  return { override: presence, overrideUntil: until, overrideSetAt: new Date(now.getTime()), overrideBy: actorLabel(operatorActor(humanId)) };
 }
 
 /** DELETE /api/v1/endpoints/{ref}/presence: clears any override. */
