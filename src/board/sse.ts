@@ -6,7 +6,7 @@ import { inputsOf } from '../services/presence.ts';
 import { verdictOf } from '../services/doorbell/self-tests.ts';
 import type { Humans } from '../services/humans.ts';
 import type { Logger } from '../lib/log.ts';
-import { SSE_KEEPALIVE_MS } from '../lib/sse.ts';
+import { SSE_KEEPALIVE_MS, startKeepalive } from '../lib/sse.ts';
 import { effective, untilOnWire } from '../domain/presence/index.ts';
 
 /**
@@ -294,11 +294,8 @@ export class BoardEvents {
     const sub: Subscriber = { res, sessionKey, token: session.token, missed: false, droppedThisLook: false, tookThisLook: false, stalledSince: null };
     watch.subscribers.add(sub);
     this.#perSession.set(sessionKey, (this.#perSession.get(sessionKey) ?? 0) + 1);
-    // Only to an empty buffer: a stream with bytes unsent is not idle, and keepalives must not pile up.
-    const keepalive = setInterval(() => {
-      if (!res.destroyed && !res.writableEnded && res.writableLength === 0) res.write(': keepalive\n\n');
-    }, this.deps.keepaliveMs ?? BOARD_KEEPALIVE_MS);
-    keepalive.unref();
+    // The one keepalive (lib/sse.ts): only to an empty buffer, so keepalives never pile up.
+    const keepalive = startKeepalive(res, this.deps.keepaliveMs ?? BOARD_KEEPALIVE_MS);
     // Emptied after a write that found it full: the page re-reads at once for whatever was dropped.
     res.on('drain', () => {
       sub.tookThisLook = true;

@@ -16,7 +16,11 @@ export function writeEventStreamHead(res: ServerResponse, extra: Record<string, 
   });
 }
 
-/** Writes a comment every `intervalMs` while the stream is open; the caller clears the timer on close. */
+/**
+ * The one keepalive of every event stream (MCP notification streams, the board's live updates):
+ * a comment every `intervalMs`, only while the stream is open and its buffer empty. The caller
+ * clears the timer on close.
+ */
 export function startKeepalive(res: ServerResponse, intervalMs: number = SSE_KEEPALIVE_MS): NodeJS.Timeout {
   const timer = setInterval(() => {
     // A stream with bytes still unflushed is not idle, and a never-reading client must not grow it.
