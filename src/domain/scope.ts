@@ -1,4 +1,4 @@
-import { invalidArgument } from './errors.ts';
+import { forbidden, invalidArgument } from './errors.ts';
 
 /**
  * What an endpoint may be granted. Scope is fixed at vend time: queues the endpoint may read and
@@ -64,4 +64,30 @@ export function normalizeVerbs(verbs: readonly unknown[] | undefined): string[] 
   }
   // Stored in canonical order so two vends with the same grant look the same.
   return GRANTABLE_VERBS.filter((v) => out.includes(v));
+}
+
+/** An endpoint's queues, as the queue rule reads them. */
+export interface QueueScope {
+  slug: string;
+  queues: readonly string[];
+}
+
+/**
+ * The one rule for "the queue must be one of the endpoint's queues", for pushes, webhooks, notify
+ * hooks and an agent's own calls. `requested` undefined takes the endpoint's only queue (several:
+ * the field is required). A queue outside the scope is the agent's `forbidden` (it asked beyond
+ * its grant) and an operator's `invalid_argument` naming the field (their input names a queue the
+ * endpoint does not have); either way the message names the endpoint's queues.
+ */
+export function scopedQueue(scope: QueueScope, field: string, requested: unknown, asker: 'agent' | 'operator'): string {
+  if (requested === undefined) {
+    if (scope.queues.length === 1) return scope.queues[0]!;
+    throw invalidArgument(field, `required, because endpoint ${scope.slug} has several queues (${scope.queues.join(', ')})`);
+  }
+  if (typeof requested !== 'string') throw invalidArgument(field, 'must be a queue name');
+  if (!scope.queues.includes(requested)) {
+    const why = `"${requested}" is not one of endpoint ${scope.slug}'s queues (${scope.queues.join(', ')})`;
+    throw asker === 'agent' ? forbidden(`${field}: ${why}`) : invalidArgument(field, why);
+  }
+  return requested;
 }

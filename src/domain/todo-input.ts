@@ -12,7 +12,7 @@ import {
 } from './lifecycle.ts';
 import { requireJsonDepth } from './json-depth.ts';
 import { hasControlCharacters } from './neutralize.ts';
-import { validateQueueName } from './scope.ts';
+import { scopedQueue, validateQueueName } from './scope.ts';
 
 /**
  * The rules for a todo someone pushes (an operator over /api/v1, or a webhook delivery): title,
@@ -72,15 +72,8 @@ export const todoPayload = (raw: unknown): unknown => requireJsonDepth('payload'
 
 /** The queue a push lands in: the one given (one of the endpoint's), or the endpoint's only queue. */
 export function resolvePushQueue(endpoint: { slug: string; scope_queues: readonly string[] }, requested: string | undefined): string {
-  if (requested === undefined) {
-    if (endpoint.scope_queues.length === 1) return endpoint.scope_queues[0]!;
-    throw invalidArgument('queue', `required, because endpoint ${endpoint.slug} has several queues (${endpoint.scope_queues.join(', ')})`);
-  }
-  validateQueueName('queue', requested);
-  if (!endpoint.scope_queues.includes(requested)) {
-    throw invalidArgument('queue', `"${requested}" is not one of endpoint ${endpoint.slug}'s queues (${endpoint.scope_queues.join(', ')})`);
-  }
-  return requested;
+  if (requested !== undefined) validateQueueName('queue', requested);
+  return scopedQueue({ slug: endpoint.slug, queues: endpoint.scope_queues }, 'queue', requested, 'operator');
 }
 
 /** A whole number in `min..max`, or invalid_argument naming `field`. */

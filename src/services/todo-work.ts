@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { forbidden, notFound } from '../domain/errors.ts';
+import { notFound } from '../domain/errors.ts';
+import { scopedQueue } from '../domain/scope.ts';
 import { LIST_DEFAULT_LIMIT, leaseSeconds } from '../domain/lifecycle.ts';
 import { rfc3339 } from '../domain/time.ts';
 import {
@@ -33,6 +34,7 @@ export type { Finish };
 /** The agent working a queue: its endpoint, its agent, its granted queues and the session acting (whose claims acknowledge its rings). */
 export interface Worker {
   endpointId: string;
+  slug: string;
   agentId: string;
   queues: readonly string[];
   session: Session;
@@ -140,9 +142,7 @@ export class TodoWork {
 
   /** The one queue asked for, if granted, else every granted queue. */
   #queues(w: Worker, queue: string | undefined): readonly string[] {
-    if (queue === undefined) return w.queues;
-    if (!w.queues.includes(queue)) throw forbidden(`queue "${queue}" is not granted to this endpoint`);
-    return [queue];
+    return queue === undefined ? w.queues : [scopedQueue({ slug: w.slug, queues: w.queues }, 'queue', queue, 'agent')];
   }
 
   /** A page of the caller's todos, newest first; `next_cursor` asks for the next page (null at the end). */

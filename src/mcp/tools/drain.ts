@@ -13,6 +13,7 @@ import { parseDuration } from '../../domain/duration.ts';
 
 const workerOf = (ctx: ToolContext): Worker => ({
   endpointId: ctx.session.endpoint.id,
+  slug: ctx.session.endpoint.slug,
   agentId: ctx.session.endpoint.agentId,
   queues: ctx.session.endpoint.queues,
   session: ctx.session,
