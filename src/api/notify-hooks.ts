@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { doc } from './openapi.ts';
 import type { NotifyHooks } from '../services/notify-hooks.ts';
 import { ownerOf, requireActive, type EndpointService } from '../services/endpoints.ts';
+import { operatorActor } from '../domain/actor.ts';
 import { parseInput } from '../domain/validate.ts';
 import { hookDeletedSchema, hookListSchema, mintedHookViewSchema, type HookDeleted, type HookList, type MintedHookView } from './wire.ts';
 
@@ -25,10 +26,10 @@ export function registerHookRoutes(api: FastifyInstance, deps: { endpoints: Endp
   api.post('/endpoints/:ref/hooks', doc({ tag: 'notify hooks', summary: 'Create a notify hook: Switchboard POSTs signed todo events to your https URL', body: createBody, ok: { status: 201, description: 'The hook with its `signing_secret` (shown once)' }, response: mintedHookViewSchema, errors: [409] }), async (req, reply) => {
     const e = requireActive(await own(req));
     const body = parseInput(createBody, req.body ?? {});
-    return reply.code(201).send(await hooks.create(ownerOf(e), body, `operator:${req.human!.id}`) satisfies MintedHookView);
+    return reply.code(201).send(await hooks.create(ownerOf(e), body, operatorActor(req.human!.id)) satisfies MintedHookView);
   });
 
-  api.post('/hooks/:id/rotate', doc({ tag: 'notify hooks', summary: 'Rotate a notify hook\'s signing secret', ok: { status: 200, description: 'The hook with its new secret' }, response: mintedHookViewSchema }), async (req): Promise<MintedHookView> => hooks.rotate(await ownHook(req), `operator:${req.human!.id}`));
+  api.post('/hooks/:id/rotate', doc({ tag: 'notify hooks', summary: 'Rotate a notify hook\'s signing secret', ok: { status: 200, description: 'The hook with its new secret' }, response: mintedHookViewSchema }), async (req): Promise<MintedHookView> => hooks.rotate(await ownHook(req), operatorActor(req.human!.id)));
 
-  api.delete('/hooks/:id', doc({ tag: 'notify hooks', summary: 'Delete a notify hook', ok: { status: 200, description: '{hook_id, deleted: true}' }, response: hookDeletedSchema }), async (req): Promise<HookDeleted> => hooks.delete(await ownHook(req), `operator:${req.human!.id}`));
+  api.delete('/hooks/:id', doc({ tag: 'notify hooks', summary: 'Delete a notify hook', ok: { status: 200, description: '{hook_id, deleted: true}' }, response: hookDeletedSchema }), async (req): Promise<HookDeleted> => hooks.delete(await ownHook(req), operatorActor(req.human!.id)));
 }

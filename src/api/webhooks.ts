@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { doc } from './openapi.ts';
 import { WEBHOOKS_PER_ENDPOINT_MAX, type Webhooks } from '../services/webhooks.ts';
 import { ownerOf, type EndpointService } from '../services/endpoints.ts';
+import { operatorActor } from '../domain/actor.ts';
 import { LIST_DEFAULT_LIMIT } from '../domain/lifecycle.ts';
 import { rfc3339 } from '../domain/time.ts';
 import { limitParam, parseInput } from '../domain/validate.ts';
@@ -38,13 +39,13 @@ export function registerWebhookRoutes(api: FastifyInstance, deps: { endpoints: E
   api.post('/endpoints/:ref/webhooks', doc({ tag: 'webhooks', summary: 'Create a webhook: an ingest URL and, for github and gitea, a signing secret (shown once)', body: createBody, ok: { status: 201, description: 'The webhook with `ingest_url` and `signing_secret`' }, response: mintedWebhookViewSchema, errors: [409] }), async (req, reply) => {
     const e = await active(req);
     const body = parseInput(createBody, req.body ?? {});
-    const created = await webhooks.create(ownerOf(e), body, `operator:${req.human!.id}`, WEBHOOKS_PER_ENDPOINT_MAX);
+    const created = await webhooks.create(ownerOf(e), body, operatorActor(req.human!.id), WEBHOOKS_PER_ENDPOINT_MAX);
     return reply.code(201).send(created satisfies MintedWebhookView);
   });
 
-  api.post('/webhooks/:id/rotate', doc({ tag: 'webhooks', summary: 'Rotate a webhook\'s URL and secret; the old ones stop working', ok: { status: 200, description: 'The webhook with its new URL and secret' }, response: mintedWebhookViewSchema }), async (req): Promise<MintedWebhookView> => webhooks.rotate(await ownWebhook(req), `operator:${req.human!.id}`));
+  api.post('/webhooks/:id/rotate', doc({ tag: 'webhooks', summary: 'Rotate a webhook\'s URL and secret; the old ones stop working', ok: { status: 200, description: 'The webhook with its new URL and secret' }, response: mintedWebhookViewSchema }), async (req): Promise<MintedWebhookView> => webhooks.rotate(await ownWebhook(req), operatorActor(req.human!.id)));
 
-  api.delete('/webhooks/:id', doc({ tag: 'webhooks', summary: 'Delete a webhook', ok: { status: 200, description: '{webhook_id, deleted: true}' }, response: webhookDeletedSchema }), async (req): Promise<WebhookDeleted> => webhooks.delete(await ownWebhook(req), `operator:${req.human!.id}`));
+  api.delete('/webhooks/:id', doc({ tag: 'webhooks', summary: 'Delete a webhook', ok: { status: 200, description: '{webhook_id, deleted: true}' }, response: webhookDeletedSchema }), async (req): Promise<WebhookDeleted> => webhooks.delete(await ownWebhook(req), operatorActor(req.human!.id)));
 
   api.get('/events', doc({ tag: 'webhooks', summary: 'Recent webhook deliveries to an endpoint, newest first', query: eventsQuery, ok: { status: 200, description: '{events}' }, response: eventListSchema }), async (req): Promise<EventList> => {
     const q = parseInput(eventsQuery, req.query ?? {}, 'query');

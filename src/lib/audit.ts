@@ -1,3 +1,4 @@
+import { actorLabel, type AuditActor } from '../domain/actor.ts';
 import type { Logger } from './log.ts';
 
 /** Everything an audit line is written for: who changed which credential or integration. */
@@ -16,9 +17,10 @@ export type AuditAction =
   | 'board.sign_out';
 
 /**
- * One audit line: `audit` names the action, `by` who did it (`operator:<human id>`, `agent` for
- * an endpoint's own MCP session), plus the ids it touched. Never a secret: ids and slugs only.
+ * One audit line: `audit` names the action, `by` who did it (rendered by actorLabel:
+ * `operator:<human id>`, `agent` for an endpoint's own MCP session, `admin:<os user>`), plus the
+ * ids it touched. Never a secret: ids and slugs only.
  */
-export function audit(log: Logger, action: AuditAction, by: string, fields: Record<string, string | number | boolean | null | readonly string[]>): void {
-  log.info({ audit: action, by, ...fields }, `audit: ${action}`);
+export function audit(log: Logger, action: AuditAction, by: AuditActor, fields: Record<string, string | number | boolean | null | readonly string[]>): void {
+  log.info({ audit: action, by: actorLabel(by), ...fields }, `audit: ${action}`);
 }

@@ -1,3 +1,4 @@
+import { operatorActor } from '../domain/actor.ts';
 import { audit } from '../lib/audit.ts';
 import {
   endpointRevoked,
@@ -62,14 +63,14 @@ export class EndpointService {
   async vend(humanId: string, input: VendInput): Promise<{ endpoint: Endpoint; credential: string }> {
     const vended = await vendEndpoint(this.#base.sql, humanId, input, this.#base.clock.now());
     const { endpoint } = vended;
-    audit(this.#base.log, 'endpoint.vend', `operator:${humanId}`, { endpoint_id: endpoint.id, slug: endpoint.slug, queues: endpoint.scope_queues, verbs: endpoint.scope_verbs });
+    audit(this.#base.log, 'endpoint.vend', operatorActor(humanId), { endpoint_id: endpoint.id, slug: endpoint.slug, queues: endpoint.scope_queues, verbs: endpoint.scope_verbs });
     return vended;
   }
 
   /** Revokes and dead-letters its live todos; other instances learn of it by notification. */
   async revoke(humanId: string, ref: string): Promise<{ endpoint: Endpoint; deadLettered: number }> {
     const revoked = await revokeOwnEndpoint(this.#base.sql, humanId, ref, this.#base.clock.now());
-    audit(this.#base.log, 'endpoint.revoke', `operator:${humanId}`, { endpoint_id: revoked.endpoint.id, slug: revoked.endpoint.slug, todos_dead_lettered: revoked.deadLettered });
+    audit(this.#base.log, 'endpoint.revoke', operatorActor(humanId), { endpoint_id: revoked.endpoint.id, slug: revoked.endpoint.slug, todos_dead_lettered: revoked.deadLettered });
     this.#onRevoked(revoked.endpoint.id);
     return revoked;
   }

@@ -1,4 +1,5 @@
 import type { Sql } from '../db/connect.ts';
+import { operatorActor, type AuditActor } from '../domain/actor.ts';
 import type { Clock } from '../lib/clock.ts';
 import { audit } from '../lib/audit.ts';
 import type { Logger } from '../lib/log.ts';
@@ -44,6 +45,11 @@ export interface OpenedSession {
 export class Humans {
   constructor(private readonly base: HumansBase) {}
 
+  /** Who the token lines name: the admin command as it names itself (`unknown` when it did not). */
+  #admin(): AuditActor {
+    return { kind: 'admin', label: this.base.by ?? 'unknown' };
+  }
+
   /** The human behind a personal access token (sbp_...), or null for anything else. */
   authenticateToken(presented: string): Promise<{ human: Human; tokenId: string } | null> {
     return authenticatePersonalToken(this.base.sql, presented, this.base.clock.now());
@@ -65,7 +71,7 @@ export class Humans {
   async createToken(input: { handle: string; name?: string }): Promise<{ token: string; record: HumanToken }> {
     const created = await createToken(this.base.sql, input);
     const r = created.record;
-    if (this.base.log) audit(this.base.log, 'token.create', this.base.by ?? 'unknown', { human: input.handle, token_id: r.id, prefix: r.token_prefix, name: r.name });
+    if (this.base.log) audit(this.base.log, 'token.create', this.#admin(), { human: input.handle, token_id: r.id, prefix: r.token_prefix, name: r.name });
     return created;
   }
 
@@ -76,7 +82,7 @@ export class Humans {
   /** By token id or display prefix. */
   async revokeToken(ref: string): Promise<HumanToken> {
     const revoked = await revokeToken(this.base.sql, ref, this.base.clock.now());
-    if (this.base.log) audit(this.base.log, 'token.revoke', this.base.by ?? 'unknown', { human_id: revoked.human_id, token_id: revoked.id, prefix: revoked.token_prefix });
+    if (this.base.log) audit(this.base.log, 'token.revoke', this.#admin(), { human_id: revoked.human_id, token_id: revoked.id, prefix: revoked.token_prefix });
     return revoked;
   }
 
@@ -107,14 +113,14 @@ export class Humans {
     const opened = await consumeLoginLink(this.base.sql, linkToken, this.base.clock.now());
     if (!opened) return null;
     if (previousSessionToken) await this.deleteWebSession(previousSessionToken);
-    if (this.base.log) audit(this.base.log, 'board.sign_in', `operator:${opened.humanId}`, { method: 'link' });
+    if (this.base.log) audit(this.base.log, 'board.sign_in', operatorActor(opened.humanId), { method: 'link' });
     return opened;
   }
 
   /** Ends a board session the human asked to end. */
   async signOut(humanId: string, sessionToken: string): Promise<void> {
     await this.deleteWebSession(sessionToken);
-    if (this.base.log) audit(this.base.log, 'board.sign_out', `operator:${humanId}`, {});
+    if (this.base.log) audit(this.base.log, 'board.sign_out', operatorActor(humanId), {});
   }
 
   /** The human behind an identity an OpenID Connect provider vouched for (bound, linked by email, or created). */
@@ -130,7 +136,7 @@ export class Humans {
     const { human, created, linked } = await this.forOidcIdentity(identity);
     if (previousSessionToken) await this.deleteWebSession(previousSessionToken);
     const opened = await openWebSession(this.base.sql, human.id, this.base.clock.now());
-    if (this.base.log) audit(this.base.log, 'board.sign_in', `operator:${human.id}`, { method: 'oidc', created, linked });
+    if (this.base.log) audit(this.base.log, 'board.sign_in', operatorActor(human.id), { method: 'oidc', created, linked });
     return { ...opened, humanId: human.id, human, created, linked };
   }
 }

@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { sealedFor, type SecretBox } from '../lib/crypto-box.ts';
 import type { Sql } from '../db/connect.ts';
 import { inputsOf } from './presence.ts';
+import { actorLabel, type Actor } from '../domain/actor.ts';
 import { forbidden, invalidArgument } from '../domain/errors.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
@@ -127,7 +128,7 @@ export class NotifyHooks {
     };
   }
 
-  async create(owner: { id: string; slug: string; queues: readonly string[] }, input: { url?: unknown; queues?: unknown; ignore_presence?: unknown }, by: string) {
+  async create(owner: { id: string; slug: string; queues: readonly string[] }, input: { url?: unknown; queues?: unknown; ignore_presence?: unknown }, by: Actor) {
     if (typeof input.url !== 'string') throw invalidArgument('url', 'is required and must be a string');
     const target = await checkHookTarget(input.url, this.opts);
     if (this.opts.self && pointsAtSelf(target, this.opts.self())) {
@@ -138,7 +139,7 @@ export class NotifyHooks {
     for (const q of queues as string[]) {
       if (!owner.queues.includes(q)) {
         const why = `"${q}" is not one of endpoint ${owner.slug}'s queues`;
-        throw by === 'agent' ? forbidden(`queues: ${why}`) : invalidArgument('queues', why);
+        throw by.kind === 'agent' ? forbidden(`queues: ${why}`) : invalidArgument('queues', why);
       }
     }
     if (input.ignore_presence !== undefined && typeof input.ignore_presence !== 'boolean') throw invalidArgument('ignore_presence', 'must be true or false');
@@ -154,7 +155,7 @@ export class NotifyHooks {
         sealedSecret: this.box.for(sealedFor('notify_hooks', id)).seal(secret),
         queues: [...new Set(queues as string[])],
         ignorePresence: input.ignore_presence === true,
-        createdBy: by,
+        createdBy: actorLabel(by),
         max: this.opts.max,
       },
       this.clock.now(),
@@ -185,7 +186,7 @@ export class NotifyHooks {
     return { hooks: hooks.map((h) => this.view(h)), ceiling: { max: this.opts.max, used: hooks.length } };
   }
 
-  async rotate(row: HookRow, by: string) {
+  async rotate(row: HookRow, by: Actor) {
     const secret = mintHookSecret();
     const now = this.clock.now();
     const rotated = await rotateHook(this.sql, row.id, this.box.for(sealedFor('notify_hooks', row.id)).seal(secret), new Date(now.getTime() + ROTATION_GRACE_MS), now);
@@ -194,7 +195,7 @@ export class NotifyHooks {
     return { ...this.view(rotated), signing_secret: secret };
   }
 
-  async delete(row: HookRow, by: string) {
+  async delete(row: HookRow, by: Actor) {
     await deleteHook(this.sql, row.id);
     audit(this.log, 'notify_hook.delete', by, { endpoint_id: row.endpoint_id, hook_id: row.id });
     // Other instances drop theirs at the next attempt, when they find the hook gone.

@@ -8,6 +8,7 @@ import { hashSecret } from '../lib/secrets.ts';
 import { TtlCache } from '../lib/ttl-cache.ts';
 import { notify } from '../store/channels.ts';
 import type { WakeupHandlers } from './wakeups.ts';
+import { actorLabel, type Actor } from '../domain/actor.ts';
 import { SwitchboardError, forbidden, invalidArgument } from '../domain/errors.ts';
 import { rfc3339 } from '../domain/time.ts';
 import { countHooksUnscoped, legacyHookSecretsUnscoped, resealHookSecretsUnscoped } from '../store/hooks.ts';
@@ -161,10 +162,10 @@ export class Webhooks {
   }
 
   /**
-   * Creates a webhook on `owner`. `by` is `agent` (bounded by the vend-time ceiling, a queue outside
-   * scope is forbidden) or `operator:<human id>` (a queue outside scope is an invalid argument).
+   * Creates a webhook on `owner`. `by` is the agent (bounded by the vend-time ceiling, a queue outside
+   * scope is forbidden) or an operator (a queue outside scope is an invalid argument).
    */
-  async create(owner: WebhookOwner, input: { source_type?: unknown; target_queue?: unknown }, by: string, ceiling: number) {
+  async create(owner: WebhookOwner, input: { source_type?: unknown; target_queue?: unknown }, by: Actor, ceiling: number) {
     const source = input.source_type;
     if (typeof source !== 'string' || !(SOURCE_TYPES as readonly string[]).includes(source)) {
       throw invalidArgument('source_type', `must be one of ${SOURCE_TYPES.join(', ')}`);
@@ -177,14 +178,14 @@ export class Webhooks {
     if (typeof queue !== 'string') throw invalidArgument('target_queue', 'must be a string');
     if (!owner.queues.includes(queue)) {
       const why = `"${queue}" is not one of endpoint ${owner.slug}'s queues (${owner.queues.join(', ')})`;
-      throw by === 'agent' ? forbidden(`target_queue ${why}`) : invalidArgument('target_queue', why);
+      throw by.kind === 'agent' ? forbidden(`target_queue ${why}`) : invalidArgument('target_queue', why);
     }
     const minted = await createWebhook(
       this.sql,
-      { endpointId: owner.id, source: source as SourceType, queue, createdBy: by, ceiling, seal: (s, id) => this.box.for(sealedFor('webhooks', id)).seal(s) },
+      { endpointId: owner.id, source: source as SourceType, queue, createdBy: actorLabel(by), ceiling, seal: (s, id) => this.box.for(sealedFor('webhooks', id)).seal(s) },
       this.clock.now(),
     ).catch((err: unknown) => {
-      if (err instanceof SwitchboardError && err.code === 'conflict' && by === 'agent') {
+      if (err instanceof SwitchboardError && err.code === 'conflict' && by.kind === 'agent') {
         throw new SwitchboardError('forbidden', `${err.message} (the ceiling this endpoint was vended with)`, err.details);
       }
       throw err;
@@ -197,14 +198,14 @@ export class Webhooks {
     return (await listWebhooks(this.sql, endpointId)).map((w) => this.view(w));
   }
 
-  async rotate(row: WebhookRow, by: string) {
+  async rotate(row: WebhookRow, by: Actor) {
     const rotated = await rotateWebhook(this.sql, row, (s) => this.box.for(sealedFor('webhooks', row.id)).seal(s), this.clock.now());
     await this.#changed(row.id);
     audit(this.log, 'webhook.rotate', by, { endpoint_id: row.endpoint_id, webhook_id: row.id });
     return this.#minted(rotated);
   }
 
-  async delete(row: WebhookRow, by: string) {
+  async delete(row: WebhookRow, by: Actor) {
     await deleteWebhook(this.sql, row.id);
     await this.#changed(row.id);
     audit(this.log, 'webhook.delete', by, { endpoint_id: row.endpoint_id, webhook_id: row.id });

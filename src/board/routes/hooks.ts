@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { operatorActor } from '../../domain/actor.ts';
 import { isSwitchboardError, type SwitchboardError } from '../../domain/errors.ts';
 import type { Logger } from '../../lib/log.ts';
 import { ownerOf, type Endpoint, type EndpointService } from '../../services/endpoints.ts';
@@ -44,7 +45,7 @@ export function registerHookRoutes(board: FastifyInstance, deps: HookRouteDeps):
     const e = await own(req);
     return { e, h: await deps.hooks.endpointHook(e.id, params(req).hid) };
   };
-  const by = (req: FastifyRequest) => `operator:${humanOf(req).human.id}`;
+  const by = (req: FastifyRequest) => operatorActor(humanOf(req).human.id);
 
   // ---------------------------------------------------------------------------------------------
   // Webhooks

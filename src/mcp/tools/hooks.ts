@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AGENT } from '../../domain/actor.ts';
 import { defineTool, type Tool, type ToolContext } from './tool.ts';
 
 /**
@@ -25,7 +26,7 @@ export const hookTools: Tool[] = [
       })
       .strict(),
     async run(ctx, args) {
-      return ctx.hooks.create(owner(ctx), args, 'agent');
+      return ctx.hooks.create(owner(ctx), args, AGENT);
     },
   }),
   defineTool({
@@ -43,7 +44,7 @@ export const hookTools: Tool[] = [
     description: 'Mint a new signing secret (the old one still signs for 24 hours) and re-enable the hook.',
     input: z.object({ hook_id: hookId }).strict(),
     async run(ctx, args) {
-      return ctx.hooks.rotate(await ctx.hooks.endpointHook(ctx.session.endpoint.id, args.hook_id), 'agent');
+      return ctx.hooks.rotate(await ctx.hooks.endpointHook(ctx.session.endpoint.id, args.hook_id), AGENT);
     },
   }),
   defineTool({
@@ -52,7 +53,7 @@ export const hookTools: Tool[] = [
     description: 'Delete one of this endpoint\'s notify hooks.',
     input: z.object({ hook_id: hookId }).strict(),
     async run(ctx, args) {
-      return ctx.hooks.delete(await ctx.hooks.endpointHook(ctx.session.endpoint.id, args.hook_id), 'agent');
+      return ctx.hooks.delete(await ctx.hooks.endpointHook(ctx.session.endpoint.id, args.hook_id), AGENT);
     },
   }),
 ];

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AGENT } from '../../domain/actor.ts';
 import { defineTool, type Tool, type ToolContext } from './tool.ts';
 
 /**
@@ -22,7 +23,7 @@ export const webhookTools: Tool[] = [
       })
       .strict(),
     async run(ctx, args) {
-      return ctx.webhooks.create(owner(ctx), args, 'agent', ctx.session.endpoint.webhookMax);
+      return ctx.webhooks.create(owner(ctx), args, AGENT, ctx.session.endpoint.webhookMax);
     },
   }),
   defineTool({
@@ -41,7 +42,7 @@ export const webhookTools: Tool[] = [
     description: 'Mint a new ingest URL and (signed webhooks) a new secret; the old ones stop working at once.',
     input: z.object({ webhook_id: webhookId }).strict(),
     async run(ctx, args) {
-      return ctx.webhooks.rotate(await ctx.webhooks.endpointWebhook(ctx.session.endpoint.id, args.webhook_id), 'agent');
+      return ctx.webhooks.rotate(await ctx.webhooks.endpointWebhook(ctx.session.endpoint.id, args.webhook_id), AGENT);
     },
   }),
   defineTool({
@@ -50,7 +51,7 @@ export const webhookTools: Tool[] = [
     description: 'Delete one of this endpoint\'s webhooks; its URL stops working.',
     input: z.object({ webhook_id: webhookId }).strict(),
     async run(ctx, args) {
-      return ctx.webhooks.delete(await ctx.webhooks.endpointWebhook(ctx.session.endpoint.id, args.webhook_id), 'agent');
+      return ctx.webhooks.delete(await ctx.webhooks.endpointWebhook(ctx.session.endpoint.id, args.webhook_id), AGENT);
     },
   }),
 ];
