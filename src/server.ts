@@ -155,11 +155,9 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
     authFailures,
   });
   registerIngest(app, { clock: clock, ingest: s.ingest, failureLimit: web.ingestLimit, ratePerWebhook: web.ingestRate });
+  const shared = { ...s, clock, log, baseUrl: web.baseUrl, authFailures };
   registerBoard(app, {
-    humans: s.humans,
-    clock,
-    log,
-    baseUrl: web.baseUrl,
+    ...shared,
     sessionsOf: async (endpointIds) =>
       new Map(
         [...(await s.directory.sessionsOfEach(endpointIds))].map(([id, rows]) => [
@@ -176,34 +174,8 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
           }),
         ]),
       ),
-    endpoints: s.endpoints,
-    operatorPresence: s.operatorPresence,
-    reads: s.boardReads,
-    selfTests: s.selfTests,
-    webhooks: s.webhooks,
-    hooks: s.hooks,
-    todos: s.todos,
-    oidc: s.oidc,
-    authFailures,
   });
-  registerMcp(app, {
-    clock,
-    todoWork: s.todoWork,
-    agentPresence: s.agentPresence,
-    log,
-    sessions: s.sessions,
-    directory: s.directory,
-    calls: s.calls,
-    credentials: s.credentials,
-    presence: s.presence,
-    acks: s.acks,
-    selfTests: s.selfTests,
-    webhooks: s.webhooks,
-    hooks: s.hooks,
-    allowedHosts: web.allowedHosts,
-    limits: web.mcpLimits,
-    authFailures,
-  });
+  registerMcp(app, { ...shared, allowedHosts: web.allowedHosts, limits: web.mcpLimits });
   return app;
 }
 

@@ -48,7 +48,7 @@ export interface BoardDeps {
   sessionsOf: (endpointIds: readonly string[]) => Promise<Map<string, SessionInfo[]>>;
   endpoints: EndpointService;
   operatorPresence: OperatorPresence;
-  reads: BoardReads;
+  boardReads: BoardReads;
   selfTests: SelfTests;
   webhooks: Webhooks;
   hooks: NotifyHooks;
@@ -82,7 +82,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
   const postLimiter = new RateLimiter(BOARD_POST_LIMIT, clock);
   const events = new BoardEvents({
     endpoints: deps.endpoints,
-    reads: deps.reads,
+    reads: deps.boardReads,
     clock,
     log,
     sessions: humans,
@@ -164,11 +164,13 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     );
 
     registerSignInRoutes(board, { ...deps, onSignOut: (token) => events.closeSession(hashSecret(token)) });
-    registerEndpointRoutes(board, deps);
-    const { renderEndpoint } = endpointRenderer(deps);
-    registerHookRoutes(board, { ...deps, renderEndpoint });
-    registerTodoRoutes(board, deps);
-    registerTodoActionRoutes(board, { ...deps, renderEndpoint, renderTodo: todoRenderer(deps).renderTodo });
+    // The pages' read models go by the name the routes use.
+    const pages = { ...deps, reads: deps.boardReads };
+    registerEndpointRoutes(board, pages);
+    const { renderEndpoint } = endpointRenderer(pages);
+    registerHookRoutes(board, { ...pages, renderEndpoint });
+    registerTodoRoutes(board, pages);
+    registerTodoActionRoutes(board, { ...pages, renderEndpoint, renderTodo: todoRenderer(pages).renderTodo });
 
     // -------------------------------------------------------------------------------------------
     // Live updates
