@@ -11,7 +11,8 @@ import { sealedFor, type SecretBox } from '../lib/crypto-box.ts';
 import type { Sql } from '../db/connect.ts';
 import { inputsOf } from './presence.ts';
 import { actorLabel, type Actor } from '../domain/actor.ts';
-import { forbidden, invalidArgument } from '../domain/errors.ts';
+import { invalidArgument } from '../domain/errors.ts';
+import { scopedQueue } from '../domain/scope.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { neutralizeText } from '../domain/neutralize.ts';
@@ -136,12 +137,7 @@ export class NotifyHooks {
     }
     const queues = input.queues === undefined ? [] : input.queues;
     if (!Array.isArray(queues) || queues.some((q) => typeof q !== 'string')) throw invalidArgument('queues', 'must be a list of queue names');
-    for (const q of queues as string[]) {
-      if (!owner.queues.includes(q)) {
-        const why = `"${q}" is not one of endpoint ${owner.slug}'s queues`;
-        throw by.kind === 'agent' ? forbidden(`queues: ${why}`) : invalidArgument('queues', why);
-      }
-    }
+    for (const q of queues as string[]) scopedQueue(owner, 'queues', q, by.kind === 'agent' ? 'agent' : 'operator');
     if (input.ignore_presence !== undefined && typeof input.ignore_presence !== 'boolean') throw invalidArgument('ignore_presence', 'must be true or false');
     const secret = mintHookSecret();
     // The id is chosen here: the sealed secret is bound to it.

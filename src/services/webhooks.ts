@@ -9,7 +9,8 @@ import { TtlCache } from '../lib/ttl-cache.ts';
 import { notify } from '../store/channels.ts';
 import type { WakeupHandlers } from './wakeups.ts';
 import { actorLabel, type Actor } from '../domain/actor.ts';
-import { SwitchboardError, forbidden, invalidArgument } from '../domain/errors.ts';
+import { scopedQueue } from '../domain/scope.ts';
+import { SwitchboardError, invalidArgument } from '../domain/errors.ts';
 import { rfc3339 } from '../domain/time.ts';
 import { countHooksUnscoped, legacyHookSecretsUnscoped, resealHookSecretsUnscoped } from '../store/hooks.ts';
 import {
@@ -170,16 +171,7 @@ export class Webhooks {
     if (typeof source !== 'string' || !(SOURCE_TYPES as readonly string[]).includes(source)) {
       throw invalidArgument('source_type', `must be one of ${SOURCE_TYPES.join(', ')}`);
     }
-    let queue = input.target_queue;
-    if (queue === undefined) {
-      if (owner.queues.length !== 1) throw invalidArgument('target_queue', `required, because the endpoint has queues ${owner.queues.join(', ')}`);
-      queue = owner.queues[0];
-    }
-    if (typeof queue !== 'string') throw invalidArgument('target_queue', 'must be a string');
-    if (!owner.queues.includes(queue)) {
-      const why = `"${queue}" is not one of endpoint ${owner.slug}'s queues (${owner.queues.join(', ')})`;
-      throw by.kind === 'agent' ? forbidden(`target_queue ${why}`) : invalidArgument('target_queue', why);
-    }
+    const queue = scopedQueue(owner, 'target_queue', input.target_queue, by.kind === 'agent' ? 'agent' : 'operator');
     const minted = await createWebhook(
       this.sql,
       { endpointId: owner.id, source: source as SourceType, queue, createdBy: actorLabel(by), ceiling, seal: (s, id) => this.box.for(sealedFor('webhooks', id)).seal(s) },
