@@ -11,16 +11,14 @@ import {
   detachSessionStream,
   expireIdleSessionsUnscoped,
   findSession,
-  heartbeatInstance,
   insertSession,
-  reapDeadInstancesUnscoped,
   recordSessionActivity,
-  removeInstance,
   sessionCountsOf,
   sessionsOfEndpoints,
   type SessionCounts,
   type SessionRow,
 } from '../store/sessions.ts';
+import { heartbeatInstance, reapDeadInstancesUnscoped, removeInstance } from '../store/instances.ts';
 import type { ServiceBase } from './base.ts';
 import type { WakeupHandlers } from './wakeups.ts';
 

@@ -1,5 +1,6 @@
 import type { Sql, TxSql } from '../db/connect.ts';
 import { notifyExpression, sessionClosedNotifyPerRow } from './channels.ts';
+import { deadAfter } from './instances.ts';
 
 /** The cluster's view of one MCP session (migration 0013). */
 export interface SessionRow {
@@ -24,14 +25,6 @@ export interface NewSession {
   clientVersion: string;
   at: Date;
 }
-
-/**
- * An instance that has not heartbeaten for this long is dead: its streams no longer count. Process
- * liveness is wall-clock time, read from the database's clock (now()), never the injected clock:
- * moving a test's clock must not kill the instances it runs.
- */
-export const INSTANCE_DEAD_AFTER_MS = 20_000;
-const deadAfter = (sql: Sql | TxSql) => sql`make_interval(secs => ${INSTANCE_DEAD_AFTER_MS / 1000})`;
 
 /** The stream holder as the cluster sees it: a dead instance holds nothing, even before a live one deletes its row. */
 const liveStream = (sql: Sql | TxSql) => sql`
@@ -171,13 +164,6 @@ export async function deleteSession(sql: Sql, id: string): Promise<boolean> {
   return rows.length > 0;
 }
 
-/** Ends every session of an endpoint (revocation). */
-export async function deleteEndpointSessions(sql: Sql | TxSql, endpointId: string): Promise<number> {
-  const rows = await sql`
-    delete from mcp_sessions where endpoint_id = ${endpointId}::uuid returning ${sessionClosedNotifyPerRow(sql, 'id')} as notified`;
-  return rows.length;
-}
-
 /**
  * Ends, everywhere, the sessions with no live stream and no activity since `cutoff`, and those
  * that never opened a stream with none since `streamlessCutoff`.
@@ -189,24 +175,6 @@ export async function expireIdleSessionsUnscoped(sql: Sql, cutoff: Date, streaml
       and ${liveStream(sql)} is null
     returning s.id, ${sessionClosedNotifyPerRow(sql, 'id')} as notified`;
   return rows.map((r) => r.id);
-}
-
-/** This instance is alive (inserted on the first beat). */
-export async function heartbeatInstance(sql: Sql, id: string, version: string): Promise<void> {
-  await sql`
-    insert into instances (id, started_at, heartbeat_at, version) values (${id}, now(), now(), ${version})
-    on conflict (id) do update set heartbeat_at = excluded.heartbeat_at`;
-}
-
-/** Deletes instances that stopped heartbeating; the streams they held are cleared with them. */
-export async function reapDeadInstancesUnscoped(sql: Sql): Promise<string[]> {
-  const rows = await sql<{ id: string }[]>`delete from instances where heartbeat_at <= now() - ${deadAfter(sql)} returning id`;
-  return rows.map((r) => r.id);
-}
-
-/** A clean shutdown: the instance and the streams it held are gone at once; its sessions stay. */
-export async function removeInstance(sql: Sql, id: string): Promise<void> {
-  await sql`delete from instances where id = ${id}`;
 }
 
 export interface UnheardMark {

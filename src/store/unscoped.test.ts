@@ -11,10 +11,11 @@ import { describe, expect, it } from 'vitest';
 const UNSCOPED = {
   'endpoints.ts': ['authenticateEndpointCredentialUnscoped', 'inactiveEndpointIdsUnscoped'],
   'hooks.ts': ['countHooksUnscoped', 'legacyHookSecretsUnscoped', 'resealHookSecretsUnscoped'],
+  'instances.ts': ['reapDeadInstancesUnscoped'],
   'presence.ts': ['presenceWatchlistUnscoped'],
   'retention.ts': ['deleteFinishedTodosUnscoped', 'deleteOldReplayKeysUnscoped', 'deleteOrphanEventsUnscoped'],
   'rings.ts': ['markUnheardRingsUnscoped', 'pruneRingsUnscoped'],
-  'sessions.ts': ['expireIdleSessionsUnscoped', 'markUnheardSessionsUnscoped', 'reapDeadInstancesUnscoped'],
+  'sessions.ts': ['expireIdleSessionsUnscoped', 'markUnheardSessionsUnscoped'],
   'selftests.ts': ['cleanUpSelfTestsUnscoped', 'overdueTestsUnscoped', 'selfTestEndpointUnscoped', 'settleUnrungTestsUnscoped'],
   'todos/push.ts': ['chargeDueRingsUnscoped'],
   'todos/reads.ts': ['queueStatsUnscoped', 'todoQueueUnscoped'],

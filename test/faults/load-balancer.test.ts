@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startThrowawayCluster, type RunningCluster } from '../support/throwaway-cluster.ts';
 import { connect, type Sql } from '../../src/db/connect.ts';
 import { migrate } from '../../src/db/migrate.ts';
-import { INSTANCE_DEAD_AFTER_MS } from '../../src/store/sessions.ts';
+import { INSTANCE_DEAD_AFTER_MS } from '../../src/store/instances.ts';
 import { apiCaller, humanWithToken } from '../support/app.ts';
 import { push, vend, type Api, type Vended } from '../support/fixtures.ts';
 import {
