@@ -13,7 +13,8 @@ import type { ServiceBase } from './base.ts';
 import type { TodoService } from './todos.ts';
 import type { Webhooks } from './webhooks.ts';
 
-export interface Delivery {
+/** A webhook request as received, before it is verified or decoded. */
+export interface IncomingDelivery {
   /** The webhook's ingest token, from its URL. */
   token: string;
   headers: Record<string, string | string[] | undefined>;
@@ -86,7 +87,7 @@ export class IngestService {
   }
 
   /** A delivery to a webhook already looked up (null: the token named none). */
-  async deliverTo(target: IngestTarget | null, d: Delivery): Promise<IngestVerdict> {
+  async deliverTo(target: IngestTarget | null, d: IncomingDelivery): Promise<IngestVerdict> {
     const { sql, clock, log } = this.base;
     const { metrics } = this.deps;
     if (!target) return refused(unknownWebhook());
