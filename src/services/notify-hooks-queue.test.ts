@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DeliveryScheduler, type AttemptResult, type Delivery, type DeliveryRunner } from './notify-hooks-queue.ts';
+import { DeliveryScheduler, type AttemptResult, type QueuedNotification, type DeliveryRunner } from './notify-hooks-queue.ts';
 
 // The scheduler alone, with a scripted runner: who gets a worker, when.
 
@@ -7,10 +7,10 @@ const ok: AttemptResult = { ok: true, status: 200, error: null, retry: false };
 const busy: AttemptResult = { ok: false, status: 503, error: 'http 503', retry: true };
 
 let seq = 0;
-const delivery = (hookId: string): Delivery => ({ hookId, endpointId: 'e', type: 'todo.ready', body: '{}', msgId: `m${++seq}`, attempts: 0 });
+const delivery = (hookId: string): QueuedNotification => ({ hookId, endpointId: 'e', type: 'todo.ready', body: '{}', msgId: `m${++seq}`, attempts: 0 });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function runner(answer: (d: Delivery) => AttemptResult | 'gone' | Promise<AttemptResult | 'gone'>) {
+function runner(answer: (d: QueuedNotification) => AttemptResult | 'gone' | Promise<AttemptResult | 'gone'>) {
   const log: string[] = [];
   const dropped: string[] = [];
   const r: DeliveryRunner = {

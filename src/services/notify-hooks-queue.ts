@@ -12,7 +12,8 @@
  * No SQL and no HTTP here: NotifyHooks supplies both through `DeliveryRunner`.
  */
 
-export interface Delivery {
+/** One notification waiting for (or in) delivery to one notify hook. */
+export interface QueuedNotification {
   hookId: string;
   /** The hook's endpoint: the re-check before each attempt is scoped to it. */
   endpointId: string;
@@ -32,12 +33,12 @@ export interface AttemptResult {
 
 export interface DeliveryRunner {
   /** One attempt; `gone` when the hook was deleted or disabled since the delivery was queued. */
-  attempt(d: Delivery): Promise<AttemptResult | 'gone'>;
+  attempt(d: QueuedNotification): Promise<AttemptResult | 'gone'>;
   /** The delivery's last attempt was made; `stop` when that outcome disabled the hook. */
-  finish(d: Delivery, last: AttemptResult): Promise<{ stop: boolean }>;
+  finish(d: QueuedNotification, last: AttemptResult): Promise<{ stop: boolean }>;
   /** Deliveries that will not be sent, with why. */
-  dropped(ds: readonly Delivery[], why: 'hook_gone' | 'hook_disabled' | 'hook_full' | 'queue_full' | 'stopped'): void;
-  crashed(d: Delivery, err: unknown): void;
+  dropped(ds: readonly QueuedNotification[], why: 'hook_gone' | 'hook_disabled' | 'hook_full' | 'queue_full' | 'stopped'): void;
+  crashed(d: QueuedNotification, err: unknown): void;
 }
 
 export interface SchedulerOptions {
@@ -53,7 +54,7 @@ export interface SchedulerOptions {
 
 interface Lane {
   hookId: string;
-  jobs: Delivery[];
+  jobs: QueuedNotification[];
   /** In flight, or waiting on a retry timer. */
   busy: boolean;
   /** The hook's last delivery failed: it runs only in the failing share of the workers. */
@@ -81,7 +82,7 @@ export class DeliveryScheduler {
   }
 
   /** Queues one delivery; false when it was dropped (queue full, or the scheduler stopped). */
-  enqueue(d: Delivery, hookFailing: boolean): boolean {
+  enqueue(d: QueuedNotification, hookFailing: boolean): boolean {
     if (this.#stopped) {
       this.run.dropped([d], 'stopped');
       return false;
@@ -179,7 +180,7 @@ export class DeliveryScheduler {
     else this.#release(lane);
   }
 
-  #done(lane: Lane, d: Delivery): void {
+  #done(lane: Lane, d: QueuedNotification): void {
     if (lane.jobs[0] !== d) return;
     lane.jobs.shift();
     this.#waiting--;

@@ -22,7 +22,7 @@ import { pushEligibleBacklog, type TodoMetaRow } from '../store/todos/index.ts';
 import { rfc3339 } from '../domain/time.ts';
 import { mintHookSecret } from '../lib/hook-signing.ts';
 import { checkHookTarget, type OutboundPolicy, pointsAtSelf, type SelfAddress } from '../lib/ssrf.ts';
-import { DeliveryScheduler, type AttemptResult, type Delivery } from './notify-hooks-queue.ts';
+import { DeliveryScheduler, type AttemptResult, type QueuedNotification } from './notify-hooks-queue.ts';
 import { attemptClass, sendHookRequest } from './notify-hooks-send.ts';
 
 export const HOOK_BODY_MAX_BYTES = 4096;
@@ -294,12 +294,12 @@ export class NotifyHooks {
       this.log.warn({ hook_id: hook.id, type }, 'notify hook over its rate; notification dropped');
       return;
     }
-    const delivery: Delivery = { hookId: hook.id, endpointId: hook.endpoint_id, type, body, msgId: `msg_${ulid()}`, attempts: 0 };
+    const delivery: QueuedNotification = { hookId: hook.id, endpointId: hook.endpoint_id, type, body, msgId: `msg_${ulid()}`, attempts: 0 };
     this.#deliveries.enqueue(delivery, hook.consecutive_failures > 0);
   }
 
   /** One attempt, with the hook read again first: deleted, disabled or revoked since means none. */
-  async #attempt(d: Delivery): Promise<AttemptResult | 'gone'> {
+  async #attempt(d: QueuedNotification): Promise<AttemptResult | 'gone'> {
     const hook = await deliverableHook(this.sql, d.endpointId, d.hookId);
     if (!hook) return 'gone';
     const r = await sendHookRequest(hook, d, { box: this.box.for(sealedFor('notify_hooks', hook.id)), policy: this.opts, timeoutMs: this.opts.timeoutMs ?? 5000, now: this.clock.now() });
@@ -307,7 +307,7 @@ export class NotifyHooks {
     return r;
   }
 
-  async #finish(d: Delivery, last: AttemptResult): Promise<{ stop: boolean }> {
+  async #finish(d: QueuedNotification, last: AttemptResult): Promise<{ stop: boolean }> {
     const { disabled } = await recordHookOutcome(this.sql, d.hookId, { ok: last.ok, status: last.status, error: last.error }, this.clock.now());
     this.metrics.hookNotifications.inc({ type: d.type, outcome: last.ok ? 'delivered' : 'failed' });
     if (disabled) {
