@@ -5,6 +5,7 @@ import type { BucketPolicy } from './lib/rate-limit.ts';
 import type { Sql } from './db/connect.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase, type Database } from './db/open.ts';
+import { OidcLogin } from './board/oidc.ts';
 import { buildServices, maintenanceLoopsOf, wakeupsOf, type Services } from './compose.ts';
 import { buildServer } from './server.ts';
 import { createLogger, type Logger } from './lib/log.ts';
@@ -110,7 +111,9 @@ export async function startApp(opts: AppOptions): Promise<App> {
     { sql: db.sql, lanes: db.lanes, clock, log },
     { config, baseUrl: () => baseUrl, selfTestRingDelayMs: opts.selfTestRingDelayMs, notifyHookDelivery: opts.notifyHookDelivery },
   );
-  const { sessions, hooks, selfTests, oidc } = services;
+  const { sessions, hooks, selfTests } = services;
+  // The board's sign-in through an OpenID Connect provider: a surface's part, not a service.
+  const oidc = config.oidc ? new OidcLogin(config.oidc, () => baseUrl, log) : null;
   let server: FastifyInstance | undefined;
   let wakeups: Wakeups | undefined;
   const readiness = new Readiness(db.sql, () => wakeups?.probe);
@@ -136,6 +139,7 @@ export async function startApp(opts: AppOptions): Promise<App> {
       ingestLimit: opts.ingestLimit,
       ingestRate: config.ingestRate,
       readiness,
+      oidc,
     });
     wakeups = await listenForWakeups(db.direct, wakeupsOf(services), log);
     await services.directory.start();

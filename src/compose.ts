@@ -1,5 +1,4 @@
 import type { Config } from './config.ts';
-import { OidcLogin } from './board/oidc.ts';
 import { SecretBox } from './lib/crypto-box.ts';
 import { Metrics } from './lib/metrics.ts';
 import { SessionRegistry } from './sessions/registry.ts';
@@ -36,37 +35,8 @@ import { TodoWork } from './services/todo-work.ts';
 import { mergeWakeups, type WakeupHandlers } from './services/wakeups.ts';
 import { Webhooks } from './services/webhooks.ts';
 
-/** Every service of one instance, built once on one base. The surfaces take what they need from it. */
-export interface Services {
-  base: ServiceBase;
-  sessions: SessionRegistry;
-  directory: SessionDirectory;
-  /** MCP calls being answered here, for cancellation. */
-  calls: CallCancellations;
-  metrics: Metrics;
-  credentials: EndpointCredentials;
-  revocations: Revocations;
-  acks: DoorbellAcks;
-  doorbell: Doorbell;
-  readyRings: ReadyRings;
-  presence: PresenceService;
-  agentPresence: AgentPresence;
-  operatorPresence: OperatorPresence;
-  selfTests: SelfTests;
-  hooks: NotifyHooks;
-  webhooks: Webhooks;
-  endpoints: EndpointService;
-  /** Who hears of todos that became claimable, after commit. */
-  events: TodoEvents;
-  todos: TodoService;
-  todoWork: TodoWork;
-  ingest: IngestService;
-  boardReads: BoardReads;
-  humans: Humans;
-  oidc: OidcLogin | null;
-  /** SWITCHBOARD_RETENTION, for the retention loop. */
-  retentionMs: number;
-}
+/** Every service of one instance, built once on one base (buildServices is its one list). The surfaces take what they need from it. */
+export type Services = ReturnType<typeof buildServices>;
 
 export interface ServiceOptions {
   config: Config;
@@ -76,14 +46,18 @@ export interface ServiceOptions {
   notifyHookDelivery?: Pick<NotifyHookOptions, 'attempts' | 'backoffMs' | 'timeoutMs'>;
 }
 
-/** Builds the services in dependency order; no service needs one built after it. */
-export function buildServices(base: ServiceBase, opts: ServiceOptions): Services {
+/**
+ * Builds the services in dependency order: each is given services built above it, never a closure
+ * over one built below (so a reordering that breaks it fails to compile: a const used before its
+ * declaration). The one cycle (the directory loads presence, which rings through the doorbell,
+ * whose acknowledgements flush the directory) is closed explicitly by directory.beforeFirstCopy.
+ */
+export function buildServices(base: ServiceBase, opts: ServiceOptions) {
   const { config, baseUrl } = opts;
   const sessions = new SessionRegistry(base.clock);
-  // Presence is loaded before a session can be rung; `presence` is built below.
-  const directory = new SessionDirectory(base, sessions, { maxPerEndpoint: config.sessionsPerEndpoint, onFirstCopy: (id): Promise<void> => presence.load(id) });
+  const directory = new SessionDirectory(base, sessions, { maxPerEndpoint: config.sessionsPerEndpoint });
   const metrics = new Metrics({
-    unheardSessions: (): number => acks.unheardSessionCount(),
+    unheardSessions: (): number => sessions.unheardCount(),
     queueStats: () => queueStats(base),
   });
   const credentials = new EndpointCredentials(base);
@@ -108,6 +82,7 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
     ackWindowMs: config.doorbellAckWindowMs,
   });
   const presence = new PresenceService(base, sessions, presenceCache, doorbell, (endpointId, reason) => hooks.announceBacklog(endpointId, reason));
+  directory.beforeFirstCopy((endpointId) => presence.load(endpointId));
   const webhooks = new Webhooks(base, box, baseUrl);
   const revocations = new Revocations(base, sessions, credentials);
   const readyRings = new ReadyRings(base, sessions, doorbell);
@@ -119,6 +94,7 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
     base,
     sessions,
     directory,
+    /** MCP calls being answered here, for cancellation. */
     calls: new CallCancellations(base, sessions),
     metrics,
     credentials,
@@ -133,13 +109,14 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions): Services
     hooks,
     webhooks,
     endpoints: new EndpointService(base, { onRevoked: (endpointId) => revocations.forget(endpointId) }),
+    /** Who hears of todos that became claimable, after commit. */
     events,
     todos,
     todoWork,
     ingest: new IngestService(base, { metrics, webhooks, todos, replayWindowMs: config.retentionMs }),
     boardReads: new BoardReads(base),
     humans: new Humans(base),
-    oidc: config.oidc ? new OidcLogin(config.oidc, baseUrl, base.log) : null,
+    /** SWITCHBOARD_RETENTION, for the retention loop. */
     retentionMs: config.retentionMs,
   };
 }

@@ -3,6 +3,7 @@ import { SwitchboardError } from './domain/errors.ts';
 import { registerMcp, sendRpcFailure } from './mcp/transport.ts';
 import { registerIngest } from './ingest-http/routes.ts';
 import { BOARD_CSP, registerBoard } from './board/plugin.ts';
+import type { OidcLogin } from './board/oidc.ts';
 import { preferredType } from './lib/accept.ts';
 import { constantTimeEqual } from './lib/secrets.ts';
 import type { HealthView } from './api/wire.ts';
@@ -41,6 +42,8 @@ export interface WebOptions {
   trustedProxies?: readonly string[];
   /** What /healthz (the database ping) and /readyz (every check) ask. */
   readiness: { check(): Promise<ReadinessReport>; ping(): Promise<void> };
+  /** The board's sign-in through an OpenID Connect provider; null or absent when SWITCHBOARD_OIDC_ISSUER is unset. */
+  oidc?: OidcLogin | null;
 }
 
 const SECURITY_HEADERS: Record<string, string> = {
@@ -158,6 +161,7 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
   const shared = { ...s, clock, log, baseUrl: web.baseUrl, authFailures };
   registerBoard(app, {
     ...shared,
+    oidc: web.oidc ?? null,
     sessionsOf: async (endpointIds) =>
       new Map(
         [...(await s.directory.sessionsOfEach(endpointIds))].map(([id, rows]) => [

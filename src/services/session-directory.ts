@@ -35,8 +35,6 @@ const STOP_WRITE_TIMEOUT_MS = 2_000;
 
 export interface SessionDirectoryOptions {
   maxPerEndpoint?: number;
-  /** Runs when this instance first holds a copy of an endpoint's session (presence is loaded before a ring). */
-  onFirstCopy?: (endpointId: string) => Promise<void>;
 }
 
 /**
@@ -49,10 +47,19 @@ export interface SessionDirectoryOptions {
 export class SessionDirectory {
   readonly instanceId = `i_${ulid()}`;
   readonly #maxPerEndpoint: number;
-  readonly #onFirstCopy: (endpointId: string) => Promise<void>;
+  #onFirstCopy: (endpointId: string) => Promise<void> = async () => {};
   #timers: NodeJS.Timeout[] = [];
   #reads = 0;
   #flushing: Promise<void> = Promise.resolve();
+
+  /**
+   * Runs `load` when this instance first holds a copy of an endpoint's session, so its presence is
+   * loaded before a ring. Set after construction: presence is built on services that need the
+   * directory (compose.ts closes that one cycle here).
+   */
+  beforeFirstCopy(load: (endpointId: string) => Promise<void>): void {
+    this.#onFirstCopy = load;
+  }
 
   constructor(
     private readonly base: ServiceBase,
@@ -60,7 +67,6 @@ export class SessionDirectory {
     opts: SessionDirectoryOptions = {},
   ) {
     this.#maxPerEndpoint = opts.maxPerEndpoint ?? SESSIONS_PER_ENDPOINT_DEFAULT;
-    this.#onFirstCopy = opts.onFirstCopy ?? (async () => {});
     // A stream replaced by a newer one here, or ended with its session, names nothing to clear:
     // look once the registry has finished (attachStream sets the new stream after closing the old).
     registry.on('streamClosed', (s) =>

@@ -165,6 +165,13 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
     return [...this.#sessions.values()];
   }
 
+  /** Sessions held here marked unheard (the metrics gauge counts this instance's registry, SPEC-0025 REQ-6). */
+  unheardCount(): number {
+    let n = 0;
+    for (const s of this.#sessions.values()) if (s.unheard) n++;
+    return n;
+  }
+
   get size(): number {
     return this.#sessions.size;
   }

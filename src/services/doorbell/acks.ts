@@ -117,11 +117,4 @@ export class DoorbellAcks {
     );
     for (const s of here) s.unheard = marked.has(s.id);
   }
-
-  /** Sessions in this instance's registry marked unheard (the metrics gauge, SPEC-0025 REQ-6). */
-  unheardSessionCount(): number {
-    let n = 0;
-    for (const s of this.sessions.all()) if (s.unheard) n++;
-    return n;
-  }
 }
