@@ -2,7 +2,7 @@ import type { Sql } from '../../db/connect.ts';
 import { Batches, pipelinedRuns, type Waiting } from '../../lib/batches.ts';
 import { Lanes } from '../../lib/lanes.ts';
 import { replayWindowMs } from '../event-insert.ts';
-import { insertDeliveries, type Delivery, type Inserted } from './insert.ts';
+import { insertDeliveries, type ProducedTodo, type Inserted } from './insert.ts';
 
 /** The most deliveries one statement takes for the pushes that waited while one ran. */
 export const MAX_DELIVERIES_PER_STATEMENT = 16;
@@ -22,7 +22,7 @@ export const MAX_DELIVERIES_PER_STATEMENT = 16;
  * then goes again alone (Batches), so only the one at fault gets the error.
  */
 export class DeliveryBatches {
-  readonly #batches: Batches<Delivery, Inserted, Sql>;
+  readonly #batches: Batches<ProducedTodo, Inserted, Sql>;
 
   constructor(
     sql: Sql,
@@ -40,13 +40,13 @@ export class DeliveryBatches {
     }, lanes);
   }
 
-  insert(delivery: Delivery): Promise<Inserted> {
+  insert(delivery: ProducedTodo): Promise<Inserted> {
     // One statement's rows share an endpoint and a replay window (insertDeliveries).
     const kind = `${delivery.todo.endpointId}:${replayWindowMs(delivery.event, delivery.now)}`;
     return this.#batches.add(kind, delivery);
   }
 
-  async #insert(calls: Waiting<Delivery, Inserted>[], lane: Sql): Promise<void> {
+  async #insert(calls: Waiting<ProducedTodo, Inserted>[], lane: Sql): Promise<void> {
     const inserted = await insertDeliveries(lane, calls.map((c) => c.item), this.instanceId());
     calls.forEach((c, i) => c.resolve(inserted[i]!));
   }

@@ -32,7 +32,7 @@ export interface NewTodo {
 }
 
 /** One delivery for insertDeliveries: the event as received, the todo it mints, and when. */
-export interface Delivery {
+export interface ProducedTodo {
   event: EventInput;
   todo: NewTodo;
   now: Date;
@@ -78,7 +78,7 @@ export async function insertEventAndTodo(
  * promise; each delivery's own outcome (a replay whose todo is gone, the endpoint revoked) is its
  * own promise's.
  */
-export async function insertDeliveries(sql: Sql, deliveries: readonly Delivery[], instanceId: string | null = null): Promise<Promise<Inserted>[]> {
+export async function insertDeliveries(sql: Sql, deliveries: readonly ProducedTodo[], instanceId: string | null = null): Promise<Promise<Inserted>[]> {
   const first = deliveries[0]!;
   const endpoint = first.todo.endpointId;
   const window = replayWindowMs(first.event, first.now);
@@ -112,7 +112,7 @@ export async function insertDeliveries(sql: Sql, deliveries: readonly Delivery[]
 /** One delivery's outcome from its row of the statement's answer. */
 async function settle(
   sql: Sql,
-  { event, todo }: Delivery,
+  { event, todo }: ProducedTodo,
   { key, payload_is_body: fromBody }: InsertRow,
   answer: TodoRow & { n: number; active: boolean; new_event_id: string | null; push_eligible: boolean; woken: number },
 ): Promise<Inserted> {
