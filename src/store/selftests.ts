@@ -3,7 +3,8 @@ import { SwitchboardError } from '../domain/errors.ts';
 import { rfc3339 } from '../domain/time.ts';
 import { newTodoId } from './todos/row.ts';
 
-export type Delivery = 'written' | 'no_session' | 'no_stream' | 'write_failed';
+/** How a self-test's ring went: written to a session's stream, or why not (the `delivery` column). */
+export type TestRingOutcome = 'written' | 'no_session' | 'no_stream' | 'write_failed';
 
 export interface SelfTestRow {
   test_id: string;
@@ -17,7 +18,7 @@ export interface SelfTestRow {
   stream_attached: boolean;
   channel_capability: unknown;
   delivering_instance: string | null;
-  delivery: Delivery | null;
+  delivery: TestRingOutcome | null;
   delivered_at: Date | null;
   delivered_session_id: string | null;
   client_name: string | null;
@@ -116,7 +117,7 @@ export async function takeTestDelivery(sql: Sql, testId: string, instanceId: str
 export async function recordTestDelivery(
   sql: Sql,
   testId: string,
-  d: { delivery: Delivery; at: Date; sessionId: string | null; clientName: string | null; ringId: string | null },
+  d: { delivery: TestRingOutcome; at: Date; sessionId: string | null; clientName: string | null; ringId: string | null },
 ): Promise<void> {
   await sql`
     update doorbell_tests set delivery = ${d.delivery}, delivered_at = ${d.at}, delivered_session_id = ${d.sessionId},

@@ -16,8 +16,8 @@ import {
   settleUnrungTestsUnscoped,
   startSelfTest,
   takeTestDelivery,
-  type Delivery,
   type SelfTestRow,
+  type TestRingOutcome,
 } from '../../store/selftests.ts';
 import { notify } from '../../store/channels.ts';
 import { todoQueueUnscoped } from '../../store/todos/index.ts';
@@ -251,7 +251,7 @@ export class SelfTests {
     const queue = (await todoQueueUnscoped(this.sql, row.todo_id)) ?? '';
     const target = { id: row.todo_id, endpoint_id: row.endpoint_id, queue, title: 'Switchboard self-test', kind: 'doorbell_test' };
     const outcome = this.doorbell.ringTest(target, row.wait_seconds);
-    const delivery: Delivery = outcome.rung
+    const delivery: TestRingOutcome = outcome.rung
       ? 'written'
       : outcome.reason === 'no_session' || outcome.reason === 'no_stream'
         ? outcome.reason
