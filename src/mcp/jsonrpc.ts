@@ -42,7 +42,7 @@ export type Incoming =
 const isId = (v: unknown): v is JsonRpcId => typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v));
 
 /** Classifies one decoded JSON value as a request, notification, client response, or invalid. */
-export function classify(value: unknown): Incoming {
+export function classifyMessage(value: unknown): Incoming {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return { kind: 'invalid', id: null, reason: 'a JSON-RPC message must be an object' };
   }

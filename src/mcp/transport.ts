@@ -10,7 +10,7 @@ import {
   PARSE_ERROR,
   SESSION_NOT_FOUND,
   TRANSPORT_ERROR,
-  classify,
+  classifyMessage,
   rpcFailure,
   rpcError,
   rpcResult,
@@ -168,7 +168,7 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
         return sendRpc(reply, 400, rpcError(null, PARSE_ERROR, 'Parse error: the body is not valid JSON'));
       }
       if (Array.isArray(parsed)) return sendRpc(reply, 400, rpcError(null, INVALID_REQUEST, 'Invalid Request: batches are not supported'));
-      const incoming = classify(parsed);
+      const incoming = classifyMessage(parsed);
       if (incoming.kind === 'invalid') return sendRpc(reply, 400, rpcError(incoming.id, INVALID_REQUEST, `Invalid Request: ${incoming.reason}`));
 
       if (incoming.kind === 'request' && incoming.message.method === 'initialize') {
