@@ -38,16 +38,16 @@ afterAll(async () => {
 
 const HOSTILE_IDS = ['%00', '%E0%A4%A', '%', 'a%00b', 'x'.repeat(5000), '%ED%A0%80', '..%2F..%2Fetc', "1' or '1'='1"];
 
-/** A webhook's and a hook's routes under `endpoint` (a hostile id, or a real endpoint of the signed-in human's). */
-const hookRoutes = (endpoint: string, id: string) =>
+/** A webhook's and a notify hook's routes under `endpoint` (a hostile id, or a real endpoint of the signed-in human's). */
+const integrationRoutes = (endpoint: string, id: string) =>
   ['webhooks', 'hooks'].flatMap((kind) => [`/endpoints/${endpoint}/${kind}/${id}/rotate`, `/endpoints/${endpoint}/${kind}/${id}/delete`]);
 const GET_ROUTES = (id: string) => [
   `/endpoints/${id}`,
   `/endpoints/${id}/revoke`,
   `/todos/${id}`,
   `/todos?endpoint=${id}`,
-  ...hookRoutes(id, id),
-  ...hookRoutes(endpointId, id),
+  ...integrationRoutes(id, id),
+  ...integrationRoutes(endpointId, id),
 ];
 const POST_ROUTES = (id: string) => [
   `/endpoints/${id}/presence`,
@@ -60,8 +60,8 @@ const POST_ROUTES = (id: string) => [
   `/endpoints/${id}/hooks`,
   `/todos/${id}/cancel`,
   `/todos/${id}/retry`,
-  ...hookRoutes(id, id),
-  ...hookRoutes(endpointId, id),
+  ...integrationRoutes(id, id),
+  ...integrationRoutes(endpointId, id),
 ];
 
 async function send(method: 'GET' | 'POST', path: string) {

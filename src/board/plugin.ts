@@ -24,7 +24,7 @@ import { HTMX_ASSET, messagePage } from './pages.ts';
 import { BoardEvents } from './sse.ts';
 import { field, formOf, parseForm } from './form.ts';
 import { endpointRenderer, registerEndpointRoutes } from './routes/endpoints.ts';
-import { registerHookRoutes } from './routes/hooks.ts';
+import { registerIntegrationRoutes } from './routes/integrations.ts';
 import { registerTodoActionRoutes } from './routes/todo-actions.ts';
 import { registerSignInRoutes } from './routes/sign-in.ts';
 import { registerTodoRoutes, todoRenderer } from './routes/todos.ts';
@@ -168,7 +168,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     const pages = { ...deps, reads: deps.boardReads };
     registerEndpointRoutes(board, pages);
     const { renderEndpoint } = endpointRenderer(pages);
-    registerHookRoutes(board, { ...pages, renderEndpoint });
+    registerIntegrationRoutes(board, { ...pages, renderEndpoint });
     registerTodoRoutes(board, pages);
     registerTodoActionRoutes(board, { ...pages, renderEndpoint, renderTodo: todoRenderer(pages).renderTodo });
 

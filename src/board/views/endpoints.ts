@@ -9,7 +9,7 @@ import type { ConnectInstructions } from '../../domain/connect-instructions.ts';
 import { connectSection } from './connect.ts';
 import { hintWithLinks } from './docs.ts';
 import { ago, chips, csrfField, fieldError, page, time, untilTime, type FieldError } from './layout.ts';
-import { notifyHooksSection, webhooksSection, type HookForm, type HookView, type WebhookForm, type WebhookView } from './hooks.ts';
+import { notifyHooksSection, webhooksSection, type HookForm, type HookView, type WebhookForm, type WebhookView } from './integrations.ts';
 import { pushSection, type PushForm } from './push.ts';
 import { presenceReason } from '../../domain/presence-words.ts';
 

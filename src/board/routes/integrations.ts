@@ -10,10 +10,10 @@ import type { BoardSession } from '../auth.ts';
 import { sendPage } from '../error-page.ts';
 import { field, fieldErrorOf, fields, formOf } from '../form.ts';
 import { html, path } from '../html.ts';
-import { confirmPage, mintedHookPage, mintedWebhookPage } from '../views/hooks.ts';
+import { confirmPage, mintedHookPage, mintedWebhookPage } from '../views/integrations.ts';
 import type { EndpointPageOptions } from './endpoints.ts';
 
-export interface HookRouteDeps {
+export interface IntegrationRouteDeps {
   log: Logger;
   endpoints: EndpointService;
   webhooks: Webhooks;
@@ -22,7 +22,7 @@ export interface HookRouteDeps {
 }
 
 const humanOf = (req: FastifyRequest): BoardSession => req.boardSession!;
-const params = (req: FastifyRequest) => req.params as { id: string; hid: string };
+const params = (req: FastifyRequest) => req.params as { id: string; wid: string; hid: string };
 
 /** A create form's refusal the board shows under the form: bad input, or the endpoint's limit reached. */
 const shownInline = (err: unknown): err is SwitchboardError =>
@@ -32,14 +32,14 @@ const shownInline = (err: unknown): err is SwitchboardError =>
  * Webhooks and notify hooks of one endpoint: create (the URL and secrets shown once, on the
  * answer), rotate and delete (each behind a confirm page). The same service calls as
  * /api/v1/endpoints/{ref}/webhooks and /hooks, with the same guards: creating needs an active
- * endpoint; another human's endpoint, or a hook of another endpoint, is a 404.
+ * endpoint; another human's endpoint, or a webhook or notify hook of another endpoint, is a 404.
  */
-export function registerHookRoutes(board: FastifyInstance, deps: HookRouteDeps): void {
+export function registerIntegrationRoutes(board: FastifyInstance, deps: IntegrationRouteDeps): void {
   const own = (req: FastifyRequest) => deps.endpoints.requireOwn(humanOf(req).human.id, params(req).id);
   const active = (req: FastifyRequest) => deps.endpoints.requireOwnActive(humanOf(req).human.id, params(req).id);
   const webhookOf = async (req: FastifyRequest) => {
     const e = await own(req);
-    return { e, w: await deps.webhooks.endpointWebhook(e.id, params(req).hid) };
+    return { e, w: await deps.webhooks.endpointWebhook(e.id, params(req).wid) };
   };
   const hookOf = async (req: FastifyRequest) => {
     const e = await own(req);
@@ -65,7 +65,7 @@ export function registerHookRoutes(board: FastifyInstance, deps: HookRouteDeps):
     }
   });
 
-  board.get('/endpoints/:id/webhooks/:hid/rotate', async (req, reply) => {
+  board.get('/endpoints/:id/webhooks/:wid/rotate', async (req, reply) => {
     const { e, w } = await webhookOf(req);
     return sendPage(
       reply,
@@ -82,14 +82,14 @@ export function registerHookRoutes(board: FastifyInstance, deps: HookRouteDeps):
     );
   });
 
-  board.post('/endpoints/:id/webhooks/:hid/rotate', async (req, reply) => {
+  board.post('/endpoints/:id/webhooks/:wid/rotate', async (req, reply) => {
     const { e, w } = await webhookOf(req);
     const rotated = await deps.webhooks.rotate(w, by(req));
     deps.log.info({ slug: e.slug, webhook_id: w.id, human_id: humanOf(req).human.id }, 'webhook rotated on the board');
     return sendPage(reply, 200, mintedWebhookPage(humanOf(req), e, rotated, 'rotated'));
   });
 
-  board.get('/endpoints/:id/webhooks/:hid/delete', async (req, reply) => {
+  board.get('/endpoints/:id/webhooks/:wid/delete', async (req, reply) => {
     const { e, w } = await webhookOf(req);
     return sendPage(
       reply,
@@ -105,7 +105,7 @@ export function registerHookRoutes(board: FastifyInstance, deps: HookRouteDeps):
     );
   });
 
-  board.post('/endpoints/:id/webhooks/:hid/delete', async (req, reply) => {
+  board.post('/endpoints/:id/webhooks/:wid/delete', async (req, reply) => {
     const { e, w } = await webhookOf(req);
     await deps.webhooks.delete(w, by(req));
     deps.log.info({ slug: e.slug, webhook_id: w.id, human_id: humanOf(req).human.id }, 'webhook deleted on the board');

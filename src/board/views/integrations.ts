@@ -68,14 +68,14 @@ function webhookForm(e: Endpoint, s: BoardSession, f: WebhookForm | undefined): 
 <p class="hint"><code>github</code> and <code>gitea</code> webhooks are signed with a secret; <code>generic</code> ones trust their unguessable URL. The URL and secret are shown once.</p>`;
 }
 
-export function webhooksSection(e: Endpoint, s: BoardSession, hooks: WebhookView[], events: EventSummary[], form?: WebhookForm): Html {
+export function webhooksSection(e: Endpoint, s: BoardSession, webhooks: WebhookView[], events: EventSummary[], form?: WebhookForm): Html {
   const active = e.state === 'active';
   return html`<section class="webhooks" id="webhooks" data-live>
 <h2>Webhooks</h2>
 ${
-  hooks.length
+  webhooks.length
     ? html`<table><thead><tr><th>Source</th><th>Queue</th><th>Trust</th><th>Ingest URL</th><th>Last delivery</th><th></th></tr></thead><tbody>
-${hooks.map(
+${webhooks.map(
   (w) =>
     html`<tr class="webhook-row" id="webhook-${w.webhook_id}"><td>${w.source_type}</td><td>${w.target_queue}</td><td>${w.trust_mode}</td><td><code>${w.ingest_url_hint}</code></td><td>${at(
       w.last_delivery_at,
