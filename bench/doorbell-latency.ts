@@ -102,7 +102,7 @@ async function main(): Promise<void> {
       void exited.then(() => (driverGone = true));
       await until(() => ready || driverGone, 'the driver to connect its clients', 30_000);
       if (!ready) throw new Error('the driver exited before connecting');
-      const streaming = () => app!.sessions.all().filter((s) => s.stream !== null).length;
+      const streaming = () => app!.services.sessions.all().filter((s) => s.stream !== null).length;
       await until(() => streaming() >= ENDPOINTS, `${ENDPOINTS} open streams`, 15_000);
 
       // The pushes: todo i goes to endpoint i mod E with token i mod T, at start + i/RATE.

@@ -42,14 +42,14 @@ async function main(): Promise<void> {
 
     const direct = await endpoint('direct');
     const storeRun = await withLanes(cluster.url, (lanes) => storeDrain(sql, lanes, direct.endpoint, WORKERS));
-    const readsBefore = app.directory.reads;
+    const readsBefore = app.services.directory.reads;
     const sdk = await endpoint('sdk');
     const sdkRun = await runMcpDriver('sdk', `${app.baseUrl}/mcp/${sdk.endpoint.slug}`, sdk.credential, WORKERS);
     const http = await endpoint('http');
     const httpRun = await runMcpDriver('http', `${app.baseUrl}/mcp/${http.endpoint.slug}`, http.credential, WORKERS);
     const wire = await endpoint('wire');
     const wireRun = await runMcpDriver('wire', `${app.baseUrl}/mcp/${wire.endpoint.slug}`, wire.credential, WORKERS);
-    const directoryReads = app.directory.reads - readsBefore;
+    const directoryReads = app.services.directory.reads - readsBefore;
     await app.stop();
     const pg = await pgbenchInsertRate(cluster, WORKERS, 5);
 

@@ -77,7 +77,7 @@ async function main(): Promise<void> {
           );
           sent.set(todo.id, performance.timeOrigin + performance.now());
           // As TodoService.push on the instance that took the push; the other hears todo_ready.
-          if (pushEligible) a.readyRings.ringReady(todo);
+          if (pushEligible) a.services.readyRings.ringReady(todo);
           const wait = 1000 / RATE - (Date.now() - t0);
           if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         }
@@ -144,7 +144,7 @@ async function main(): Promise<void> {
 
 /** Open streams an instance holds. */
 function countStreams(app: App): number {
-  return app.sessions.all().filter((s) => s.stream !== null).length;
+  return app.services.sessions.all().filter((s) => s.stream !== null).length;
 }
 
 await main();

@@ -12,15 +12,7 @@ import { createLogger, type Logger } from './lib/log.ts';
 import { runEvery } from './lib/loops.ts';
 import { settleWithin } from './lib/timeout.ts';
 import { describeBindError, probeListen } from './lib/listen-probe.ts';
-import type { DoorbellAcks } from './services/doorbell/acks.ts';
-import type { Doorbell } from './services/doorbell/doorbell.ts';
-import type { SelfTests } from './services/doorbell/self-tests.ts';
-import type { Metrics } from './lib/metrics.ts';
-import type { NotifyHookOptions, NotifyHooks } from './services/notify-hooks.ts';
-import type { PresenceService } from './services/presence.ts';
-import type { SessionRegistry } from './sessions/registry.ts';
-import type { ReadyRings } from './services/doorbell/ready-rings.ts';
-import type { SessionDirectory } from './services/session-directory.ts';
+import type { NotifyHookOptions } from './services/notify-hooks.ts';
 import { listenForWakeups, type Wakeups } from './services/wakeups.ts';
 import { Readiness } from './services/readiness.ts';
 import { VERSION } from './lib/version.ts';
@@ -35,15 +27,6 @@ export interface App {
   baseUrl: string;
   sql: Sql;
   server: FastifyInstance;
-  sessions: SessionRegistry;
-  readyRings: ReadyRings;
-  directory: SessionDirectory;
-  doorbell: Doorbell;
-  presence: PresenceService;
-  acks: DoorbellAcks;
-  selfTests: SelfTests;
-  metrics: Metrics;
-  hooks: NotifyHooks;
   /** Every service of this instance (compose.ts): what a test drives or watches. */
   services: Services;
   stop(): Promise<void>;
@@ -176,15 +159,6 @@ export async function startApp(opts: AppOptions): Promise<App> {
       },
       sql: db.sql,
       server: running,
-      sessions,
-      doorbell: services.doorbell,
-      readyRings: services.readyRings,
-      directory: services.directory,
-      presence: services.presence,
-      acks: services.acks,
-      selfTests,
-      metrics: services.metrics,
-      hooks,
       services,
       stop() {
         stopping ??= (async () => {

@@ -34,10 +34,10 @@ async function announcements(a: Agent, todoId: string): Promise<number> {
 function onNextAttach(e: Vended, race: () => void): void {
   const listener = (endpointId: string) => {
     if (endpointId !== e.id) return;
-    app.sessions.off('endpointStreamAttached', listener);
+    app.services.sessions.off('endpointStreamAttached', listener);
     race();
   };
-  app.sessions.on('endpointStreamAttached', listener);
+  app.services.sessions.on('endpointStreamAttached', listener);
 }
 
 async function waitingTodo(): Promise<{ e: Vended; id: string }> {
@@ -54,7 +54,7 @@ describe('a todo waiting when a stream attaches', () => {
     await until(() => a.digests().length === 1, 'the reconnect digest');
     expect(a.digests()[0]!.params.meta).toMatchObject({ reason: 'reconnect', pending: '1' });
     // What the todo's todo_ready wakeup does when it reaches this instance late.
-    app.readyRings.ringFresh(e.id, 'reviews');
+    app.services.readyRings.ringFresh(e.id, 'reviews');
     await settle(200);
     expect(await announcements(a, id)).toBe(1);
   });
@@ -63,7 +63,7 @@ describe('a todo waiting when a stream attaches', () => {
     for (let i = 0; i < ROUNDS; i++) {
       const { e, id } = await waitingTodo();
       const [todo] = await pushEligibleTodosByIds(db.sql, [id]);
-      onNextAttach(e, () => app.readyRings.ringReady(todo!));
+      onNextAttach(e, () => app.services.readyRings.ringReady(todo!));
       const a = await connectAgent(app, e, { track: fixture.clients });
       await until(async () => (await announcements(a, id)) >= 1, 'the announcement');
       await settle(150);
@@ -72,7 +72,7 @@ describe('a todo waiting when a stream attaches', () => {
   });
 
   it('that a sweep tick between the attach and the digest finds due is announced once, by one or the other', async () => {
-    const sweep = () => void sweepOnce({ sql: db.sql, clock: app.clock, log: createLogger('silent'), doorbell: app.doorbell, presence: app.presence });
+    const sweep = () => void sweepOnce({ sql: db.sql, clock: app.clock, log: createLogger('silent'), doorbell: app.services.doorbell, presence: app.services.presence });
     for (let i = 0; i < ROUNDS; i++) {
       const { e, id } = await waitingTodo();
       app.clock.advance(6 * 60_000); // due for its first ring

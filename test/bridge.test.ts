@@ -137,7 +137,7 @@ async function bridge(e: Vended, on: TestApp | null = app): Promise<Bridge> {
 }
 
 const streamOpen = (e: Vended, on: TestApp) =>
-  until(() => on.sessions.all().some((s) => s.endpoint.id === e.id && s.stream !== null), 'the bridge stream to open', 15_000);
+  until(() => on.services.sessions.all().some((s) => s.endpoint.id === e.id && s.stream !== null), 'the bridge stream to open', 15_000);
 
 const channel = (b: Bridge) => b.heard.filter((n) => n.method === 'notifications/claude/channel');
 
@@ -150,7 +150,7 @@ describe('switchboard bridge on stdio', { timeout: 45_000 }, () => {
     const names = (await b.client.listTools()).tools.map((t) => t.name);
     expect(names).toEqual(expect.arrayContaining(['claim', 'claim_next', 'complete', 'test_doorbell', 'ack_doorbell', 'presence']));
     // The server saw the stdio client's own name.
-    expect(app.sessions.all().find((s) => s.endpoint.id === e.id)!.clientInfo.name).toBe('claude-code');
+    expect(app.services.sessions.all().find((s) => s.endpoint.id === e.id)!.clientInfo.name).toBe('claude-code');
 
     expect((await b.call('presence')).json).toMatchObject({ presence: 'in' });
     const badArgs = await b.call('claim', { id: 42 });
@@ -229,10 +229,10 @@ describe('switchboard bridge on stdio', { timeout: 45_000 }, () => {
   it('starts a new session when the server no longer knows its own (404), and the next doorbell arrives on it', async () => {
     const e = await vend(api, { name: 'forgotten', queues: ['reviews'] });
     const b = await bridge(e);
-    const old = app.sessions.all().find((s) => s.endpoint.id === e.id)!.id;
+    const old = app.services.sessions.all().find((s) => s.endpoint.id === e.id)!.id;
     const res = await fetch(`${app.url}/mcp/${e.slug}`, { method: 'DELETE', headers: { authorization: `Bearer ${e.token}`, 'mcp-session-id': old } });
     expect(res.status).toBe(204);
-    await until(() => app.sessions.all().some((s) => s.endpoint.id === e.id && s.id !== old && s.stream !== null), 'a new session with its stream', 15_000);
+    await until(() => app.services.sessions.all().some((s) => s.endpoint.id === e.id && s.id !== old && s.stream !== null), 'a new session with its stream', 15_000);
     const todo = await push(api, e, { title: 'on the new session', queue: 'reviews' });
     await until(() => channel(b).some((n) => n.params.meta.todo_id === todo.id), 'the doorbell on the new session');
     expect(b.stderr()).toMatch(/no longer knows this session; starting a new one/);
@@ -271,7 +271,7 @@ describe('switchboard bridge on stdio', { timeout: 45_000 }, () => {
     b.child.stdin!.end();
     expect(await b.exited).toEqual({ code: 0, signal: null });
     expect(Date.now() - t0).toBeLessThan(2_000);
-    await until(() => !app.sessions.all().some((s) => s.endpoint.id === e.id), 'the session to end');
+    await until(() => !app.services.sessions.all().some((s) => s.endpoint.id === e.id), 'the session to end');
   });
 });
 

@@ -29,7 +29,7 @@ afterAll(async () => {
   await db.drop();
 });
 
-const waitingOn = (app: App, slug: string) => app.sessions.all().filter((s) => s.endpoint.slug === slug).reduce((n, s) => n + s.inFlight, 0);
+const waitingOn = (app: App, slug: string) => app.services.sessions.all().filter((s) => s.endpoint.slug === slug).reduce((n, s) => n + s.inFlight, 0);
 
 describe('claim_next with wait on two instances', () => {
   it('a push through B wakes a wait on A within a fraction of the look-again interval, every time', async () => {

@@ -91,16 +91,16 @@ describe('the retention pass', () => {
 
     // A retention of 24 h (and one of 60 days) runs with the self-test housekeeping, as the loops do.
     await retentionPass(deps({ retentionMs: DAY }));
-    await f.app.selfTests.cleanUp();
+    await f.app.services.selfTests.cleanUp();
     expect(await left()).toEqual({ rings: [rings.young], reports: [reports.young] });
     await retentionPass(deps({ retentionMs: 60 * DAY }));
-    await f.app.selfTests.cleanUp();
+    await f.app.services.selfTests.cleanUp();
     expect(await left()).toEqual({ rings: [rings.young], reports: [reports.young] });
 
     // Past 7 days the young ones go too, whatever the retention.
     f.app.clock.advance(5 * DAY + 60_000);
     await retentionPass(deps({ retentionMs: 60 * DAY }));
-    await f.app.selfTests.cleanUp();
+    await f.app.services.selfTests.cleanUp();
     expect(await left()).toEqual({ rings: [], reports: [] });
   });
 

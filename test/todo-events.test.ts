@@ -127,7 +127,7 @@ describe('TodoEvents: every path that makes a todo claimable tells the same list
     const { id } = await push(viaA, e, { title: 'handed back', queue: 'reviews' });
     expect(await onA.call('claim', { id })).toMatchObject({ id, state: 'claimed' });
     const waiting = onB.call('claim_next', { wait: '20s' });
-    await until(() => b.sessions.all().some((s) => s.id === onB.sessionId && s.inFlight > 0), 'the call to wait on B');
+    await until(() => b.services.sessions.all().some((s) => s.id === onB.sessionId && s.inFlight > 0), 'the call to wait on B');
     await settle(50);
     const t = performance.now();
     expect(await onA.call('release', { id })).toMatchObject({ state: 'pending' });

@@ -253,7 +253,7 @@ describe('the board in Chromium', { timeout: 60_000 }, () => {
     await page.waitForURL(`${app.url}/endpoints/${endpointId}`);
     await expect.poll(() => page.textContent('.card-head .state')).toBe('revoked');
     expect(await page.textContent('.card')).toContain('Endpoint revoked');
-    await until(() => app.sessions.sessionsOf(endpointId).length === 0, 'the revoked endpoint’s sessions to close');
+    await until(() => app.services.sessions.sessionsOf(endpointId).length === 0, 'the revoked endpoint’s sessions to close');
     await shot('12-revoked');
     // On the endpoints page it is one line of the revoked list, not a card.
     await page.click('nav >> text=Endpoints');

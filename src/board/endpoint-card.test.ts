@@ -101,8 +101,8 @@ describe('the endpoint card', () => {
     page = (await b.get(`/endpoints/${e.id}`)).text;
     expect(page).not.toContain('rings reach it but nothing acts on them');
     app.clock.advance(15 * 60_000 + 1000);
-    await app.acks.sweep();
-    expect(app.sessions.all().find((s) => s.id === agent.sessionId)!.unheard).toBe(true);
+    await app.services.acks.sweep();
+    expect(app.services.sessions.all().find((s) => s.id === agent.sessionId)!.unheard).toBe(true);
     const b2 = await signedIn(alice);
     page = (await b2.get(`/endpoints/${e.id}`)).text;
     expect(page).toContain('1 unheard session: rings reach it but nothing acts on them.');
@@ -129,13 +129,13 @@ describe('the endpoint card', () => {
       // would find its ring gate expired and ring again, and a fresh ring is not unheard.
       await settle(300);
       app.clock.advance(15 * 60_000 + 1000);
-      await other.acks.sweep();
+      await other.services.acks.sweep();
       // One sign-in for the whole wait: the sign-in route is rate-limited per client IP.
       await until(async () => {
         page = (await b.get(`/endpoints/${e.id}`)).text;
         return page.includes('1 unheard session: rings reach it but nothing acts on them.');
       }, 'the unheard label on this instance');
-      expect(app.sessions.all().some((s) => s.id === agent.sessionId)).toBe(false);
+      expect(app.services.sessions.all().some((s) => s.id === agent.sessionId)).toBe(false);
     } finally {
       await other.stop();
     }

@@ -247,7 +247,7 @@ describe('switchboard doctor', () => {
     await agent.connect(transport);
     try {
       const deadline = Date.now() + 5000;
-      while (!app.sessions.all().some((s) => s.id === transport.sessionId && s.stream) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      while (!app.services.sessions.all().some((s) => s.id === transport.sessionId && s.stream) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       const r = await run(['doctor', vend.slug, '--wait', '30s'], env);
       expect(r.err).toBe('');
       expect(r.code).toBe(0);
@@ -328,8 +328,8 @@ describe('switchboard doctor', () => {
       await until(async () => (await db.sql`select 1 from doorbell_rings where endpoint_id = ${e.id}`).length === 3, 'three ring records');
       expect((await run(['doctor'], env)).code).toBe(0);
       app.clock.advance(16 * 60_000); // past the 15-minute ack window: the three rings go unheard
-      await app.acks.sweep();
-      expect(app.sessions.all().find((s) => s.id === agent.sessionId)?.unheard).toBe(true);
+      await app.services.acks.sweep();
+      expect(app.services.sessions.all().find((s) => s.id === agent.sessionId)?.unheard).toBe(true);
       const r = await run(['doctor'], env);
       expect(r.out).toMatch(new RegExp(`${e.slug}\\s+active\\s+in\\s+1\\s+1`));
       expect(r.code).toBe(1);
@@ -350,8 +350,8 @@ describe('switchboard doctor', () => {
       for (const n of [1, 2, 3]) expect((await run(['todo', 'push', deaf.slug, `never heard ${n}`], env)).code).toBe(0);
       await until(async () => (await db.sql`select 1 from doorbell_rings where endpoint_id = ${deaf.id}`).length === 3, 'three ring records');
       app.clock.advance(16 * 60_000); // three rings unheard past the ack window mark the session
-      await app.acks.sweep();
-      expect(app.sessions.all().find((s) => s.id === deafAgent.sessionId)?.unheard).toBe(true);
+      await app.services.acks.sweep();
+      expect(app.services.sessions.all().find((s) => s.id === deafAgent.sessionId)?.unheard).toBe(true);
       const doctor = run(['doctor', good.slug, '--wait', '10s', '--json'], env);
       await until(() => goodAgent.tests().length === 1, 'the test doorbell', 10_000);
       expect(await goodAgent.call('claim', { id: goodAgent.tests()[0]!.params.meta.todo_id })).toMatchObject({ self_test: true });

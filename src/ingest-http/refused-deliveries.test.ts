@@ -46,7 +46,7 @@ describe('bad input: the documented status, nothing stored, nothing secret logge
     expect(JSON.parse(line)).toMatchObject({ provider: 'github', event: 'issues', reason: 'bad_signature', slug: forge.slug });
     expect(line).not.toMatch(/sha256=|whsec_/);
     // The metric as Prometheus renders it.
-    expect(await app.metrics.registry.getSingleMetricAsString('switchboard_webhook_verify_failures_total')).toMatch(
+    expect(await app.services.metrics.registry.getSingleMetricAsString('switchboard_webhook_verify_failures_total')).toMatch(
       /switchboard_webhook_verify_failures_total\{provider="github",reason="bad_signature"\} [1-9]/,
     );
   });
@@ -100,12 +100,12 @@ describe('bad input: the documented status, nothing stored, nothing secret logge
   });
 
   it('an unknown token: 404, nothing counted as a verify failure', async () => {
-    const failures = await app.metrics.registry.getSingleMetricAsString('switchboard_webhook_verify_failures_total');
+    const failures = await app.services.metrics.registry.getSingleMetricAsString('switchboard_webhook_verify_failures_total');
     const unknown = `${app.url}/webhooks/w/${randomBytes(16).toString('hex')}`;
     const { r } = await refused(404, 'not_found', () => post(unknown, body(), githubHeaders('issues', body(), gh.signing_secret!)));
     expect(r.json.error).toBe('unknown webhook');
     await refused(404, 'not_found', () => post(`${app.url}/webhooks/w/`, body(), githubHeaders('issues', body(), gh.signing_secret!)));
-    expect(await app.metrics.registry.getSingleMetricAsString('switchboard_webhook_verify_failures_total')).toBe(failures);
+    expect(await app.services.metrics.registry.getSingleMetricAsString('switchboard_webhook_verify_failures_total')).toBe(failures);
   });
 
   it('a revoked owner endpoint: 503, for a correctly signed delivery too', async () => {

@@ -70,7 +70,7 @@ describe('claim_next → heartbeat → complete', () => {
     expect(lease0 - app.clock.now().getTime()).toBeLessThanOrEqual(120_000);
 
     const [row] = await db.sql`select claimed_session_id from todos where id = ${id}`;
-    expect(app.sessions.all().map((s) => s.id)).toContain(row!.claimed_session_id);
+    expect(app.services.sessions.all().map((s) => s.id)).toContain(row!.claimed_session_id);
 
     app.clock.advance(60_000);
     const hb = await call(client, 'heartbeat', { id, lease_ttl_seconds: 600 });

@@ -70,7 +70,7 @@ describe('complete with next', () => {
     const held = (await push(api, e, { queue: 'work', title: 'held' })).id;
     await a.call('claim', { id: held });
     const answering = a.call('complete', { id: held, next: { wait: '20s' } });
-    await until(async () => (await stateOf(held)).state === 'done' && app.sessions.all().some((s) => s.id === a.sessionId && s.inFlight === 1), 'the finish, then the wait');
+    await until(async () => (await stateOf(held)).state === 'done' && app.services.sessions.all().some((s) => s.id === a.sessionId && s.inFlight === 1), 'the finish, then the wait');
     const later = (await push(api, e, { queue: 'work', title: 'later' })).id;
     expect(await answering).toMatchObject({ id: held, state: 'done', next: { empty: false, todo: { id: later } } });
   });
@@ -97,7 +97,7 @@ describe('a next claim that fails after the finish', () => {
     const e = await vend(api, { name: 'next-exhausted', queues: ['work', 'idle'] });
     const waiter = await fixture.agent(e);
     const waits = Array.from({ length: 8 }, () => waiter.call('claim_next', { queue: 'idle', wait: '30s' }));
-    await until(() => app.sessions.all().filter((s) => s.endpoint.slug === e.slug).reduce((n, s) => n + s.inFlight, 0) === 8, 'eight waits');
+    await until(() => app.services.sessions.all().filter((s) => s.endpoint.slug === e.slug).reduce((n, s) => n + s.inFlight, 0) === 8, 'eight waits');
     const a = await fixture.agent(e);
     const held = (await push(api, e, { queue: 'work', title: 'held' })).id;
     await a.call('claim', { id: held });
@@ -143,7 +143,7 @@ describe('a refused next changes nothing', () => {
     const a = await fixture.agent(e);
     const held = (await push(api, e, { queue: 'work', title: 'held' })).id;
     await a.call('claim', { id: held });
-    expect((await a.call('complete', { id: held, next: { queue: 'elsewhere' } })).error).toMatch(/^forbidden: queue "elsewhere" is not granted/);
+    expect((await a.call('complete', { id: held, next: { queue: 'elsewhere' } })).error).toMatch(/^forbidden: queue: "elsewhere" is not one of endpoint [a-z0-9-]+'s queues/);
     expect(await stateOf(held)).toMatchObject({ state: 'claimed' });
   });
 

@@ -34,7 +34,7 @@ async function call(client: Client, name: string, args: Record<string, unknown> 
 }
 
 /** Calls waiting in the server for this endpoint's sessions (POSTs being answered). */
-const inFlight = (on: TestApp, e: Vended) => on.sessions.all().filter((s) => s.endpoint.slug === e.slug).reduce((n, s) => n + s.inFlight, 0);
+const inFlight = (on: TestApp, e: Vended) => on.services.sessions.all().filter((s) => s.endpoint.slug === e.slug).reduce((n, s) => n + s.inFlight, 0);
 
 async function pendingState(id: string): Promise<string> {
   const [row] = await fixture.sql`select state from todos where id = ${id}`;
@@ -184,7 +184,7 @@ describe('claim_next with wait', () => {
     // Six minutes pass for the clock: a session with no stream idle for five would end.
     app.clock.advance(6 * 60_000);
     await settle(5_600); // past one look-again, which marks the session active
-    await app.directory.expireIdle();
+    await app.services.directory.expireIdle();
     const [row] = await fixture.sql`select count(*)::int as n from mcp_sessions where id = ${sid}`;
     expect(row!.n).toBe(1);
     expect(((await (await waiting).json()) as { result: { structuredContent: unknown } }).result.structuredContent).toEqual({ empty: true });
@@ -200,7 +200,7 @@ describe('claim_next with wait and the server stopping', () => {
       const client = new Client({ name: 'claude-code', version: '2.1.0' });
       await client.connect(new StreamableHTTPClientTransport(new URL(mcpUrl), { requestInit: { headers: { Authorization: `Bearer ${e.token}` } } }));
       const waiting = call(client, 'claim_next', { wait: '60s' }).catch((err: Error) => err);
-      await until(() => other.sessions.all().some((s) => s.stream !== null && s.inFlight === 1), 'the stream to open and the call to wait');
+      await until(() => other.services.sessions.all().some((s) => s.stream !== null && s.inFlight === 1), 'the stream to open and the call to wait');
       const t = performance.now();
       await other.stop();
       expect(performance.now() - t).toBeLessThan(2_000);

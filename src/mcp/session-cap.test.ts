@@ -13,7 +13,7 @@ describe('the per-endpoint session cap', () => {
     const first = await initialize(ep);
     const second = await initialize(ep);
     const third = await initialize(ep);
-    expect((await f.app.directory.sessionsOf(ep.id)).map((s) => s.id).sort()).toEqual([second.sid, third.sid].sort());
+    expect((await f.app.services.directory.sessionsOf(ep.id)).map((s) => s.id).sort()).toEqual([second.sid, third.sid].sort());
     const gone = await mcp(ep, 'POST', { sid: first.sid, body: request('tools/list') });
     expect(gone.status).toBe(404);
   });
@@ -28,7 +28,7 @@ describe('the per-endpoint session cap', () => {
       expect(refused.status).toBe(429);
       expect(refused.headers.get('retry-after')).toBe('60');
       expect(refused.text).toContain('already holds 2 live sessions');
-      expect((await f.app.directory.sessionsOf(ep.id)).map((s) => s.id).sort()).toEqual([a.sid, b.sid].sort());
+      expect((await f.app.services.directory.sessionsOf(ep.id)).map((s) => s.id).sort()).toEqual([a.sid, b.sid].sort());
     } finally {
       for (const s of streams) s.abort();
     }
@@ -40,7 +40,7 @@ describe('the per-endpoint session cap', () => {
     await initialize(full);
     const other = await vend(f.api, { name: 'other' });
     await initialize(other);
-    expect(await f.app.directory.sessionsOf(other.id)).toHaveLength(1);
+    expect(await f.app.services.directory.sessionsOf(other.id)).toHaveLength(1);
   });
 });
 

@@ -34,7 +34,7 @@ describe('authentication', () => {
     await revokeEndpoint(revoked);
     // Likewise the other endpoint's credential is good on its own URL.
     await initialize(other);
-    const before = app.sessions.size;
+    const before = app.services.sessions.size;
 
     const attempts: [string, string | null][] = [
       ['no bearer', null],
@@ -58,8 +58,8 @@ describe('authentication', () => {
     expectUnauthorized(await mcp(ep, 'DELETE', { token: other.token, sid: 'x' }));
     // One answer whatever the reason.
     expect(bodies.size).toBe(1);
-    expect(app.sessions.size).toBe(before);
-    expect(app.sessions.sessionsOf(ep.id)).toEqual([]);
+    expect(app.services.sessions.size).toBe(before);
+    expect(app.services.sessions.sessionsOf(ep.id)).toEqual([]);
   });
 
   it('stamps last_seen_at on a successful request, not on a refused one', async () => {
@@ -111,14 +111,14 @@ describe('host guard', () => {
       'content-type': 'application/json',
       accept: ACCEPT_BOTH,
     };
-    const before = app.sessions.size;
+    const before = app.services.sessions.size;
     for (const host of ['evil.example', `evil.example:${port}`, `127.0.0.1.evil.example:${port}`]) {
       const res = await rawRequest(ep.mcp_url, 'POST', { ...headers, host }, body);
       expect(res.status, host).toBe(403);
       expectRpcError(res, 403, -32000);
       expect(res.headers.get('mcp-session-id')).toBeNull();
     }
-    expect(app.sessions.size).toBe(before);
+    expect(app.services.sessions.size).toBe(before);
     for (const host of [`localhost:${port}`, `127.0.0.1:${port}`]) {
       const res = await rawRequest(ep.mcp_url, 'POST', { ...headers, host }, body);
       expect(res.status, host).toBe(200);

@@ -106,23 +106,23 @@ describe('POST initialize', () => {
   it('refuses initialize that carries an Mcp-Session-Id with 400 -32600, minting nothing', async () => {
     const ep = await vend();
     const { sid } = await initialize(ep);
-    const before = app.sessions.sessionsOf(ep.id).length;
+    const before = app.services.sessions.sessionsOf(ep.id).length;
     const msg = request('initialize', initParams());
     const res = await mcp(ep, 'POST', { body: msg, sid });
     expectRpcError(res, 400, -32600, msg.id);
     expect(res.headers.get('mcp-session-id')).toBeNull();
-    expect(app.sessions.sessionsOf(ep.id).length).toBe(before);
+    expect(app.services.sessions.sessionsOf(ep.id).length).toBe(before);
     // An unknown id in the header is refused the same way.
     const res2 = await mcp(ep, 'POST', { body: msg, sid: 'not-a-session' });
     expectRpcError(res2, 400, -32600, msg.id);
-    expect(app.sessions.sessionsOf(ep.id).length).toBe(before);
+    expect(app.services.sessions.sessionsOf(ep.id).length).toBe(before);
   });
 });
 
 describe('POST checks', () => {
   it('checks media types: 415 for a non-JSON Content-Type, 406 for an Accept missing either type', async () => {
     const ep = await vend();
-    const before = app.sessions.size;
+    const before = app.services.sessions.size;
     const body = JSON.stringify(request('initialize', initParams()));
     expectRpcError(await mcp(ep, 'POST', { body, headers: { 'content-type': 'text/plain' } }), 415, -32000);
     expectRpcError(await mcp(ep, 'POST', { body, headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 415, -32000);
@@ -134,7 +134,7 @@ describe('POST checks', () => {
     // No Accept at all (fetch would send its default).
     const noAccept = await rawRequest(ep.mcp_url, 'POST', { authorization: `Bearer ${ep.token}`, 'content-type': 'application/json' }, body);
     expectRpcError(noAccept, 406, -32000);
-    expect(app.sessions.size).toBe(before);
+    expect(app.services.sessions.size).toBe(before);
     // Parameters on the media types are fine.
     const ok = await mcp(ep, 'POST', {
       body,
@@ -189,9 +189,9 @@ describe('POST checks', () => {
     expectRpcError(await mcp(ep, 'POST', { body: { jsonrpc: '1.0', id: 'a', method: 'ping' }, sid }), 400, -32600, 'a');
     expectRpcError(await mcp(ep, 'POST', { body: 'null', sid }), 400, -32600);
     // A batch cannot sneak an initialize past the check either.
-    const before = app.sessions.size;
+    const before = app.services.sessions.size;
     expectRpcError(await mcp(ep, 'POST', { body: [request('initialize', initParams())] }), 400, -32600);
-    expect(app.sessions.size).toBe(before);
+    expect(app.services.sessions.size).toBe(before);
   });
 
   it('answers notifications and client responses 202 with an empty body', async () => {

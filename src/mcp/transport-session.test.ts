@@ -44,7 +44,7 @@ describe('DELETE and other methods', () => {
     expect(res.text).toBe('');
     expect(sessionById(sid)).toBeUndefined();
     expect(await endsWithin(stream, 3000)).toBe(true);
-    expect(app.sessions.hasOpenStream(ep.id)).toBe(false);
+    expect(app.services.sessions.hasOpenStream(ep.id)).toBe(false);
 
     expectRpcError(await mcp(ep, 'POST', { body: request('ping'), sid }), 404, -32001);
     expectRpcError(await mcp(ep, 'GET', { sid }), 404, -32001);
@@ -72,16 +72,16 @@ describe('idle expiry', () => {
     await openStream(ep, streaming);
     // `recent` had a stream once (it closed): the full idle window applies to it.
     const once = await openStream(ep, recent);
-    await until(async () => (await app.directory.sessionsOf(ep.id)).some((s) => s.id === recent && s.stream_instance !== null), 'its stream named');
+    await until(async () => (await app.services.directory.sessionsOf(ep.id)).some((s) => s.id === recent && s.stream_instance !== null), 'its stream named');
     once.abort();
-    await until(async () => (await app.directory.sessionsOf(ep.id)).some((s) => s.id === recent && s.stream_instance === null), 'its stream gone');
+    await until(async () => (await app.services.directory.sessionsOf(ep.id)).some((s) => s.id === recent && s.stream_instance === null), 'its stream gone');
 
     app.clock.advance(60_000);
     expect((await rpc(ep, recent, 'ping')).result).toEqual({}); // touched at t+1 min
     app.clock.advance(29 * 60_000); // idle: 30 min; recent: 29 min; streaming: open
 
-    const live = async () => (await app.directory.sessionsOf(ep.id)).map((s) => s.id);
-    await app.directory.expireIdle();
+    const live = async () => (await app.services.directory.sessionsOf(ep.id)).map((s) => s.id);
+    await app.services.directory.expireIdle();
     expect(await live()).not.toContain(idle);
     expect(await live()).toEqual(expect.arrayContaining([streaming, recent]));
     expect(sessionById(idle)).toBeUndefined();
@@ -89,7 +89,7 @@ describe('idle expiry', () => {
 
     // That 404 is no request on any live session; a minute later the recent one has idled out too.
     app.clock.advance(60_000);
-    await app.directory.expireIdle();
+    await app.services.directory.expireIdle();
     expect(await live()).toEqual([streaming]);
     expect(sessionById(recent)).toBeUndefined();
     expect((await rpc(ep, streaming, 'ping')).result).toEqual({});
@@ -102,12 +102,12 @@ describe('idle expiry', () => {
     app.clock.advance(60_000);
     expect((await rpc(ep, used, 'ping')).result).toEqual({});
     app.clock.advance(4 * 60_000);
-    const live = async () => (await app.directory.sessionsOf(ep.id)).map((s) => s.id);
-    await app.directory.expireIdle();
+    const live = async () => (await app.services.directory.sessionsOf(ep.id)).map((s) => s.id);
+    await app.services.directory.expireIdle();
     expect(await live()).toEqual([used]);
     expectRpcError(await mcp(ep, 'POST', { body: request('ping'), sid: never }), 404, -32001);
     app.clock.advance(60_000);
-    await app.directory.expireIdle();
+    await app.services.directory.expireIdle();
     expect(await live()).toEqual([]);
   });
 });
@@ -124,9 +124,9 @@ describe('revocation', () => {
 
     await revokeEndpoint(ep);
     expect(await endsWithin(stream, 3000)).toBe(true);
-    await until(() => app.sessions.sessionsOf(ep.id).length === 0, 'the sessions to be closed');
+    await until(() => app.services.sessions.sessionsOf(ep.id).length === 0, 'the sessions to be closed');
     expect(sessionById(quiet)).toBeUndefined();
-    expect(app.sessions.hasOpenStream(ep.id)).toBe(false);
+    expect(app.services.sessions.hasOpenStream(ep.id)).toBe(false);
 
     expectUnauthorized(await mcp(ep, 'POST', { body: request('ping'), sid }));
     expectUnauthorized(await mcp(ep, 'POST', { body: request('initialize', initParams()) }));
@@ -146,7 +146,7 @@ describe('revocation', () => {
     // Straight through the store, as another instance would: this app's API never sees it.
     await revokeOwnEndpoint(sql, operatorId, ep.slug, app.clock.now());
     expect(await endsWithin(stream, 3000)).toBe(true);
-    await until(() => app.sessions.sessionsOf(ep.id).length === 0, 'the sessions to be closed');
+    await until(() => app.services.sessions.sessionsOf(ep.id).length === 0, 'the sessions to be closed');
     // No cached credential outlives the revocation.
     expectUnauthorized(await mcp(ep, 'POST', { body: request('ping'), sid }));
     expectUnauthorized(await mcp(ep, 'POST', { body: request('initialize', initParams()) }));
@@ -161,17 +161,17 @@ describe('shutdown', () => {
       const ep = await vend();
       const onSecond: Vended = { ...ep, mcp_url: `${second.url}/mcp/${ep.slug}` };
       const { sid } = await initialize(onSecond);
-      expect(second.sessions.size).toBe(1);
+      expect(second.services.sessions.size).toBe(1);
       const stream = await openStream(onSecond, sid);
-      expect(second.sessions.hasOpenStream(ep.id)).toBe(true);
+      expect(second.services.sessions.hasOpenStream(ep.id)).toBe(true);
 
       const stopping = second.stop().then(() => (stopped = true));
       expect(await endsWithin(stream, 3000)).toBe(true);
       await Promise.race([stopping, sleep(5000)]);
       expect(stopped).toBe(true);
-      expect(second.sessions.size).toBe(0);
+      expect(second.services.sessions.size).toBe(0);
       // The main app was never involved.
-      expect(app.sessions.sessionsOf(ep.id)).toEqual([]);
+      expect(app.services.sessions.sessionsOf(ep.id)).toEqual([]);
     } finally {
       if (!stopped) await second.stop();
     }

@@ -41,14 +41,14 @@ describe('GET stream', () => {
     expectRpcError(await mcp(ep, 'GET', { sid: otherSid }), 404, -32001);
     expect(mustSession(sid).stream).toBeNull();
     expect(mustSession(otherSid).stream).toBeNull();
-    expect(app.sessions.hasOpenStream(ep.id)).toBe(false);
+    expect(app.services.sessions.hasOpenStream(ep.id)).toBe(false);
   });
 
   it('opens an SSE stream that carries written messages; no_stream before it opens and after the client aborts', async () => {
     const ep = await vend();
     const { sid } = await initialize(ep);
     const session = mustSession(sid);
-    expect(app.sessions.write(session, { jsonrpc: '2.0', method: 'early' })).toBe('no_stream');
+    expect(app.services.sessions.write(session, { jsonrpc: '2.0', method: 'early' })).toBe('no_stream');
 
     const stream = await openStream(ep, sid);
     expect(stream.headers['content-type']).toMatch(/^text\/event-stream/);
@@ -56,13 +56,13 @@ describe('GET stream', () => {
     expect(stream.headers['x-content-type-options']).toBe('nosniff');
     expect(stream.headers['x-accel-buffering']).toBe('no');
     expect(stream.headers['mcp-session-id']).toBe(sid);
-    expect(app.sessions.hasOpenStream(ep.id)).toBe(true);
+    expect(app.services.sessions.hasOpenStream(ep.id)).toBe(true);
 
     const msg = { jsonrpc: '2.0', method: 'notifications/claude/channel', params: { content: 'ding', meta: { todo_id: 'td_x' } } };
-    expect(app.sessions.write(session, msg)).toBe('written');
+    expect(app.services.sessions.write(session, msg)).toBe('written');
     await stream.waitFor((t) => t.includes(frame(msg)), 'the message frame');
     const second = { jsonrpc: '2.0', method: 'notifications/claude/channel', params: { content: 'dong' } };
-    expect(app.sessions.write(session, second)).toBe('written');
+    expect(app.services.sessions.write(session, second)).toBe('written');
     const text = await stream.waitFor((t) => t.includes(frame(second)), 'the second frame');
     expect(text.indexOf(frame(msg))).toBeLessThan(text.indexOf(frame(second)));
     // Nothing was written before the stream opened.
@@ -70,12 +70,12 @@ describe('GET stream', () => {
 
     stream.abort();
     await until(() => session.stream === null, 'the server to observe the close');
-    expect(app.sessions.write(session, msg)).toBe('no_stream');
-    expect(app.sessions.hasOpenStream(ep.id)).toBe(false);
+    expect(app.services.sessions.write(session, msg)).toBe('no_stream');
+    expect(app.services.sessions.hasOpenStream(ep.id)).toBe(false);
     // The session itself survives a dropped stream: the client may reconnect.
     expect(sessionById(sid)).toBe(session);
     const again = await openStream(ep, sid);
-    expect(app.sessions.write(session, second)).toBe('written');
+    expect(app.services.sessions.write(session, second)).toBe('written');
     await again.waitFor((t) => t.includes(frame(second)), 'the frame on the reopened stream');
   });
 
@@ -129,20 +129,20 @@ describe('GET stream', () => {
     }
     await sleep(150);
     expect(session.stream).toBeNull();
-    expect(app.sessions.hasOpenStream(ep.id)).toBe(false);
-    expect(app.sessions.write(session, { jsonrpc: '2.0', method: 'x' })).toBe('no_stream');
+    expect(app.services.sessions.hasOpenStream(ep.id)).toBe(false);
+    expect(app.services.sessions.write(session, { jsonrpc: '2.0', method: 'x' })).toBe('no_stream');
     // A real reconnect afterwards works as usual.
     const live = await openStream(ep, sid);
     const msg = { jsonrpc: '2.0', method: 'notifications/message', params: { after: 'race' } };
-    expect(app.sessions.write(session, msg)).toBe('written');
+    expect(app.services.sessions.write(session, msg)).toBe('written');
     await live.waitFor((t) => t.includes(frame(msg)), 'the frame on the reconnected stream');
     live.abort();
     await until(() => session.stream === null, 'the reconnected stream to close');
     // ...and with no stream the idle janitor can still retire the session.
     app.clock.advance(31 * 60_000);
-    await app.directory.expireIdle();
+    await app.services.directory.expireIdle();
     expect(sessionById(sid)).toBeUndefined();
-    expect(await app.directory.sessionsOf(ep.id)).toEqual([]);
+    expect(await app.services.directory.sessionsOf(ep.id)).toEqual([]);
   });
 
   it('newest GET wins: a second GET on the session ends the first, and writes go to the second', async () => {
@@ -155,10 +155,10 @@ describe('GET stream', () => {
     expect(second.isEnded()).toBe(false);
 
     const msg = { jsonrpc: '2.0', method: 'notifications/message', params: { n: 1 } };
-    expect(app.sessions.write(session, msg)).toBe('written');
+    expect(app.services.sessions.write(session, msg)).toBe('written');
     await second.waitFor((t) => t.includes(frame(msg)), 'the frame on the newest stream');
     expect(first.received()).not.toContain(JSON.stringify(msg));
-    expect(app.sessions.hasOpenStream(ep.id)).toBe(true);
+    expect(app.services.sessions.hasOpenStream(ep.id)).toBe(true);
   });
 
   it('fires endpointStreamAttached on the endpoint\'s 0→1 open stream only', async () => {
@@ -173,8 +173,8 @@ describe('GET stream', () => {
     const onOpened = (s: Session) => {
       if (s.endpoint.id === ep.id) opened.push(s.id);
     };
-    app.sessions.on('endpointStreamAttached', onAttached);
-    app.sessions.on('streamOpened', onOpened);
+    app.services.sessions.on('endpointStreamAttached', onAttached);
+    app.services.sessions.on('streamOpened', onOpened);
     try {
       const sa = await openStream(ep, a);
       expect(fired).toEqual([a]);
@@ -188,13 +188,13 @@ describe('GET stream', () => {
       expect(fired).toEqual([a]);
 
       for (const s of openStreams) s.abort();
-      await until(() => !app.sessions.hasOpenStream(ep.id), 'every stream of the endpoint closed');
+      await until(() => !app.services.sessions.hasOpenStream(ep.id), 'every stream of the endpoint closed');
       expect(sb.isEnded() || mustSession(b).stream === null).toBe(true);
       await openStream(ep, b); // 0 → 1 again
       expect(fired).toEqual([a, b]);
     } finally {
-      app.sessions.off('endpointStreamAttached', onAttached);
-      app.sessions.off('streamOpened', onOpened);
+      app.services.sessions.off('endpointStreamAttached', onAttached);
+      app.services.sessions.off('streamOpened', onOpened);
     }
   });
 

@@ -146,7 +146,7 @@ describe('todo.ready', () => {
     expect(await agent.call('claim', { id: todo.id, lease_ttl_seconds: 30 })).toMatchObject({ id: todo.id, state: 'claimed' });
     clock.advance(31_000);
     const requeued: string[] = [];
-    const hooks = { announceTodo: (row: TodoRow, reason: 'created' | 'requeued') => (requeued.push(row.id), app.hooks.announceTodo(row, reason)) };
+    const hooks = { announceTodo: (row: TodoRow, reason: 'created' | 'requeued') => (requeued.push(row.id), app.services.hooks.announceTodo(row, reason)) };
     const { reaped } = await reapOnce({ sql: app.sql, clock: app.clock, log: silent, events: new TodoEvents({ sql: app.sql, log: silent, hooks }) });
     expect(reaped.map((m) => m.id)).toContain(todo.id);
     expect(requeued).not.toContain(todo.id);
@@ -167,7 +167,7 @@ describe('todo.ready', () => {
     expect(synthetic.synthetic).toBe(true);
     await settle();
     // Even handed straight to the hooks, a synthetic todo is refused.
-    await app.hooks.todoReady(synthetic, 'created');
+    await app.services.hooks.todoReady(synthetic, 'created');
     await settle();
     expect(t.got()).toEqual([]);
     // A real todo afterwards is the first and only thing the receiver hears.
@@ -227,7 +227,7 @@ describe('presence', () => {
     expect(back.json).toMatchObject({ presence: 'in', pending: 2 });
     await until(() => respecting.got().length === 1, 'the backlog');
     // The other instance evaluating afterwards finds nothing to claim: still one backlog.
-    await appB.presence.evaluate();
+    await appB.services.presence.evaluate();
     await settle();
     expect(respecting.got()).toHaveLength(1);
     expect(ignoring.got()).toHaveLength(2);

@@ -163,7 +163,7 @@ describe('every presence write is audited', () => {
       await settle(200);
       app.clock.set(w('2026-09-21T21:00:01Z'));
       b.clock.set(w('2026-09-21T21:00:01Z'));
-      expect(await app.presence.evaluate({ endpointId: e.id })).toBe(1);
+      expect(await app.services.presence.evaluate({ endpointId: e.id })).toBe(1);
       const [changed] = await db.sql`select presence_seen, presence_changed_by from endpoints where id = ${e.id}`;
       expect(changed).toEqual({ presence_seen: 'in', presence_changed_by: 'shift' });
       await until(() => onB.digests().length === 1, "B's digest");

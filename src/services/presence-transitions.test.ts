@@ -28,7 +28,7 @@ const vend = (): Promise<Vended> => vendVia(api, { name: 'agent', queues: ['revi
 const push = async (e: Vended, title: string): Promise<string> => (await pushVia(api, e, { title, queue: 'reviews' })).id;
 /** One sweep as the composed loop runs it (with the presence service). */
 const sweep = (on: TestApp = app) =>
-  sweepOnce({ sql: db.sql, clock: on.clock, log: createLogger('silent'), doorbell: on.doorbell, presence: on.presence });
+  sweepOnce({ sql: db.sql, clock: on.clock, log: createLogger('silent'), doorbell: on.services.doorbell, presence: on.services.presence });
 const ringAttempts = async (ids: string[]) =>
   (await db.sql<{ ring_attempts: number }[]>`select ring_attempts from todos where id = any(${ids}::text[])`).map((r) => r.ring_attempts);
 const lastRingedAt = async (id: string) => (await db.sql<{ last_ringed_at: Date | null }[]>`select last_ringed_at from todos where id = ${id}`)[0]!.last_ringed_at;
@@ -60,10 +60,10 @@ describe('a return to in rings no todo singly before its claimed digest, in eith
   const orders = {
     'the sweep ticks first': async () => {
       await sweep();
-      await app.presence.evaluate();
+      await app.services.presence.evaluate();
     },
     'the evaluator ticks first': async () => {
-      await app.presence.evaluate();
+      await app.services.presence.evaluate();
       await sweep();
     },
   };
@@ -108,7 +108,7 @@ describe('the digest reason', () => {
     expect(await a.call('clock_out')).toMatchObject({ presence: 'out', source: 'agent', until: '2026-10-14T09:00:00Z' });
     await push(e, 'waiting');
     app.clock.set('2026-10-14T09:00:05Z');
-    await app.presence.evaluate();
+    await app.services.presence.evaluate();
     await until(() => a.digests().length >= 1, 'the digest');
     await settle(200);
     expect(a.digests().map((d) => d.params.meta.reason)).toEqual(['shift_start']);
@@ -127,15 +127,15 @@ describe('stale transitions', () => {
     // An evaluator reads the row (the shift has started) ...
     const seen = (await readPresence(db.sql, e.id))!;
     // ... meanwhile the agent clocks out (this instance claims nothing: still out) ...
-    await app.presence.setOverride(e.id, { override: 'out', overrideUntil: null, overrideSetAt: app.clock.now(), overrideBy: 'agent' }, AGENT);
+    await app.services.presence.setOverride(e.id, { override: 'out', overrideUntil: null, overrideSetAt: app.clock.now(), overrideBy: 'agent' }, AGENT);
     await push(e, 'held');
     // ... and then the stale evaluator claims what it computed.
     const from = { override: seen.presence_override, overrideSetAt: seen.override_set_at, shift: seen.shift };
     expect(await claimPresenceTransitions(db.sql, [{ endpointId: e.id, to: 'in', by: 'shift', reason: 'shift_start', from }], app.clock.now())).toEqual([]);
     expect(await readPresence(db.sql, e.id)).toMatchObject({ presence_seen: 'out', presence_override: 'out' });
     // A broadcast `in` that arrives late is re-checked against the row before any digest.
-    await app.presence.onWakeup({ endpointId: e.id, change: 'in' });
-    await app.presence.evaluate();
+    await app.services.presence.onWakeup({ endpointId: e.id, change: 'in' });
+    await app.services.presence.evaluate();
     await settle(200);
     expect(a.heard).toEqual([]);
   });
@@ -148,7 +148,7 @@ describe('the claimant sends its own digest', () => {
     const a = await agent(e);
     await a.call('clock_out');
     await push(e, 'held');
-    const deaf = vi.spyOn(app.presence, 'onWakeup').mockResolvedValue(undefined);
+    const deaf = vi.spyOn(app.services.presence, 'onWakeup').mockResolvedValue(undefined);
     try {
       app.clock.advance(60_000);
       expect(await a.call('clock_in')).toMatchObject({ presence: 'in', pending: 1 });
@@ -186,7 +186,7 @@ describe('digest count and mark', () => {
     // A claim of the first holds its row while the digest's count-and-mark reaches it, and commits.
     const sent = await db.sql.begin(async (tx) => {
       await tx`update todos set state = 'claimed', owner = 'someone', claimed_at = now(), lease_expires_at = now() + interval '5 minutes' where id = ${ids[0]!}`;
-      const sending = app.presence.sendDigest(e.id, 'operator', { since: app.clock.now() });
+      const sending = app.services.presence.sendDigest(e.id, 'operator', { since: app.clock.now() });
       await settle(100);
       return { sending };
     });
@@ -220,7 +220,7 @@ describe('reconnect digests', () => {
         const a = await agent(e, on);
         await settle(200);
         await a.client.close();
-        await until(() => !on.sessions.sessionsOf(e.id).some((s) => s.stream), 'the stream to close');
+        await until(() => !on.services.sessions.sessionsOf(e.id).some((s) => s.stream), 'the stream to close');
         return a.digests().length;
       };
       expect(await digestsOnReconnect(app)).toBe(1);
@@ -243,17 +243,17 @@ describe('a missed broadcast', () => {
     try {
       const e = await vend();
       const onB = await agent(e, b);
-      const missed = vi.spyOn(b.presence, 'onWakeup').mockResolvedValue(undefined);
+      const missed = vi.spyOn(b.services.presence, 'onWakeup').mockResolvedValue(undefined);
       try {
         expect((await api('PUT', `/api/v1/endpoints/${e.slug}/presence`, { presence: 'out', until: null })).status).toBe(200);
         await settle(200);
-        expect(b.presence.presenceOf(e.id)).toBe('in');
+        expect(b.services.presence.presenceOf(e.id)).toBe('in');
       } finally {
         missed.mockRestore();
       }
       b.clock.advance(30_000);
-      await b.presence.evaluate();
-      expect(b.presence.presenceOf(e.id)).toBe('out');
+      await b.services.presence.evaluate();
+      expect(b.services.presence.presenceOf(e.id)).toBe('out');
       await push(e, 'held on B');
       await settle(200);
       expect(onB.heard).toEqual([]);
@@ -289,7 +289,7 @@ describe('two instances at a shift start', () => {
       shiftStarts(day, b);
       await sweep(b);
       await sweep(app);
-      await app.presence.evaluate();
+      await app.services.presence.evaluate();
       await until(() => onA.digests().length >= 1 && onB.digests().length >= 1, 'a digest on each instance');
       await settle(200);
       for (const on of [onA, onB]) {
@@ -307,11 +307,11 @@ describe('two instances at a shift start', () => {
       const ids = await pushTwo(e);
       shiftStarts(day, b);
       // A claims the return; B never hears its broadcast, so no digest is written anywhere.
-      const deaf = vi.spyOn(b.presence, 'onWakeup').mockResolvedValue(undefined);
+      const deaf = vi.spyOn(b.services.presence, 'onWakeup').mockResolvedValue(undefined);
       try {
-        expect(await app.presence.evaluate({ endpointId: e.id })).toBe(1);
-        await b.presence.evaluate({ endpointId: e.id });
-        expect(b.presence.presenceOf(e.id)).toBe('in');
+        expect(await app.services.presence.evaluate({ endpointId: e.id })).toBe(1);
+        await b.services.presence.evaluate({ endpointId: e.id });
+        expect(b.services.presence.presenceOf(e.id)).toBe('in');
         expect(await sweep(b)).toBe(0);
         expect(await ringAttempts(ids)).toEqual([0, 0]);
         // Issue 34 item 6: the held todos ring on their own schedule once the grace is over (they
@@ -348,7 +348,7 @@ describe('an override that runs out', () => {
       const e = await vend();
       expect((await api('PUT', `/api/v1/endpoints/${e.slug}/presence`, { presence: 'out', until: '2026-11-02T10:00:00Z' })).status).toBe(200);
       app.clock.set('2026-11-02T10:00:10Z');
-      await app.presence.evaluate();
+      await app.services.presence.evaluate();
       expect(await db.sql`select presence_seen from override_clears where endpoint_id = ${e.id}`).toEqual([{ presence_seen: 'in' }]);
       expect(await readPresence(db.sql, e.id)).toMatchObject({ presence_seen: 'in', presence_override: null, presence_change_reason: 'override_end' });
     } finally {

@@ -36,7 +36,7 @@ const settleLonger = () => settle(200);
 const todoRow = async (id: string) =>
   (await db.sql<{ ring_attempts: number; last_ringed_at: Date | null; last_ringed_by: string | null; state: string }[]>`
     select ring_attempts, last_ringed_at, last_ringed_by, state from todos where id = ${id}`)[0]!;
-const sweep = (on: TestApp = app) => sweepOnce({ sql: db.sql, clock: on.clock, log: createLogger('silent'), doorbell: on.doorbell });
+const sweep = (on: TestApp = app) => sweepOnce({ sql: db.sql, clock: on.clock, log: createLogger('silent'), doorbell: on.services.doorbell });
 
 describe('self verbs', () => {
   it('are listed for an endpoint vended with only list_todos and claim, and clock_out works there', async () => {
@@ -103,7 +103,7 @@ describe('held doorbells', () => {
     expect(await a.call('clock_out')).toEqual({ ...first, pending: 2 });
     const [after] = await db.sql`select override_set_at from endpoints where id = ${e.id}`;
     expect(after!.override_set_at).toEqual(before!.override_set_at);
-    await app.presence.evaluate({ endpointId: e.id });
+    await app.services.presence.evaluate({ endpointId: e.id });
     await settleLonger();
     expect(a.heard).toEqual([]);
     for (const id of ids) expect(await todoRow(id)).toMatchObject({ ring_attempts: 0, last_ringed_at: null });
@@ -160,7 +160,7 @@ describe('the clock-in digest', () => {
       let late = '';
       await db.sql.begin(async (tx) => {
         await tx`select 1 from todos where id = ${counted} for update`;
-        const sent = logged.presence.sendDigest(e.id, 'operator', { since });
+        const sent = logged.services.presence.sendDigest(e.id, 'operator', { since });
         await settle(100);
         late = await push(e, 'late');
         return { sent };
@@ -175,10 +175,10 @@ describe('the clock-in digest', () => {
       // The next digest's count waits behind a lock while the client's stream closes: when it comes
       // to write, no stream is left, and its count and mark are rolled back.
       logged.clock.advance(60_000);
-      const session = logged.sessions.all().find((s) => s.id === a.sessionId)!;
+      const session = logged.services.sessions.all().find((s) => s.id === a.sessionId)!;
       const unsent = await db.sql.begin(async (tx) => {
         await tx`select 1 from todos where id = ${late} for update`;
-        const sent = logged.presence.sendDigest(e.id, 'operator', { since: logged.clock.now() });
+        const sent = logged.services.presence.sendDigest(e.id, 'operator', { since: logged.clock.now() });
         await a.client.close();
         await until(() => session.stream === null, 'the stream to close');
         return { sent };
@@ -210,7 +210,7 @@ describe('shifts', () => {
     await settleLonger();
     expect(a.heard).toEqual([]);
     app.clock.set('2026-09-22T09:00:00Z');
-    expect(await app.presence.evaluate()).toBeGreaterThanOrEqual(1);
+    expect(await app.services.presence.evaluate()).toBeGreaterThanOrEqual(1);
     await until(() => a.digests().length === 1, 'the shift_start digest');
     expect(a.digests()[0]!.params.meta).toMatchObject({ reason: 'shift_start', pending: '7' });
     await until(async () => (await todoRow(ids[6]!)).last_ringed_at !== null, 'the digest mark');
@@ -255,7 +255,7 @@ describe('reconnect digest', () => {
       await settleLonger();
       digests += a.digests().length;
       await a.client.close();
-      await until(() => !app.sessions.sessionsOf(e.id).some((s) => s.stream), 'the stream to close');
+      await until(() => !app.services.sessions.sessionsOf(e.id).some((s) => s.stream), 'the stream to close');
       app.clock.advance(30_000);
     }
     // 25 reconnects over 12.5 minutes: one digest at the start, one more after 10 minutes.
@@ -318,7 +318,7 @@ describe('two instances', () => {
       const onB = await agent(e, b);
       const put = await api('PUT', `/api/v1/endpoints/${e.slug}/presence`, { presence: 'out', until: null });
       expect(put.status).toBe(200);
-      await until(() => b.presence.presenceOf(e.id) === 'out', "B's cache to see the clock-out", 5000);
+      await until(() => b.services.presence.presenceOf(e.id) === 'out', "B's cache to see the clock-out", 5000);
       await push(e, 'held on B too');
       await settleLonger();
       expect(onB.heard).toEqual([]);
@@ -341,7 +341,7 @@ describe('two instances', () => {
       await settleLonger();
       app.clock.set('2026-09-23T09:00:00Z');
       b.clock.set('2026-09-23T09:00:00Z');
-      const claims = await Promise.all([app.presence.evaluate({ endpointId: e.id }), b.presence.evaluate({ endpointId: e.id })]);
+      const claims = await Promise.all([app.services.presence.evaluate({ endpointId: e.id }), b.services.presence.evaluate({ endpointId: e.id })]);
       expect(claims.reduce((x, y) => x + y, 0)).toBe(1);
       await until(() => onA.digests().length >= 1 && onB.digests().length >= 1, 'a digest on each instance');
       await settleLonger();
@@ -360,8 +360,8 @@ describe('two instances', () => {
     const b = await startTestApp(db.url, later);
     const c = await startTestApp(db.url, new ManualClock(later.now()));
     try {
-      expect(await b.presence.evaluate({ endpointId: e.id })).toBe(1);
-      expect(await c.presence.evaluate({ endpointId: e.id })).toBe(0);
+      expect(await b.services.presence.evaluate({ endpointId: e.id })).toBe(1);
+      expect(await c.services.presence.evaluate({ endpointId: e.id })).toBe(0);
       const [row] = await db.sql`select presence_seen, presence_changed_by, presence_override from endpoints where id = ${e.id}`;
       expect(row).toEqual({ presence_seen: 'in', presence_changed_by: 'shift', presence_override: null });
     } finally {

@@ -50,9 +50,9 @@ describe('any instance answers any session', () => {
     expect((await mcp(on(b, other), 'POST', { sid, body: request('tools/list') })).status).toBe(404);
 
     expect((await mcp(on(b, e), 'DELETE', { sid })).status).toBe(204);
-    await until(() => a.sessions.peek(sid) === undefined, "A's copy to go");
+    await until(() => a.services.sessions.peek(sid) === undefined, "A's copy to go");
     expect((await mcp(on(a, e), 'POST', { sid, body: request('tools/list') })).status).toBe(404);
-    expect(await a.directory.sessionsOf(e.id)).toEqual([]);
+    expect(await a.services.directory.sessionsOf(e.id)).toEqual([]);
   });
 
   it('the newest stream wins across instances: a GET on B ends the stream on A, and the directory names B', async () => {
@@ -60,14 +60,14 @@ describe('any instance answers any session', () => {
     const init = await mcp(on(a, e), 'POST', { body: request('initialize', initParams()) });
     const sid = init.headers.get('mcp-session-id')!;
     const first = await openStream(on(a, e), sid);
-    await until(() => a.sessions.hasOpenStream(e.id), 'the stream on A');
-    await until(async () => (await a.directory.sessionsOf(e.id))[0]?.stream_instance === a.directory.instanceId, 'the directory to name A');
+    await until(() => a.services.sessions.hasOpenStream(e.id), 'the stream on A');
+    await until(async () => (await a.services.directory.sessionsOf(e.id))[0]?.stream_instance === a.services.directory.instanceId, 'the directory to name A');
     const second = await openStream(on(b, e), sid);
     try {
-      await until(() => !a.sessions.hasOpenStream(e.id), "A's stream to end");
+      await until(() => !a.services.sessions.hasOpenStream(e.id), "A's stream to end");
       await first.ended;
-      expect(b.sessions.hasOpenStream(e.id)).toBe(true);
-      await until(async () => (await b.directory.sessionsOf(e.id))[0]?.stream_instance === b.directory.instanceId, 'the directory to name B');
+      expect(b.services.sessions.hasOpenStream(e.id)).toBe(true);
+      await until(async () => (await b.services.directory.sessionsOf(e.id))[0]?.stream_instance === b.services.directory.instanceId, 'the directory to name B');
     } finally {
       first.abort();
       second.abort();
@@ -138,23 +138,23 @@ describe("the cluster's answers", () => {
     await agentOn(b, e);
     await mcp(on(a, e), 'POST', { body: request('initialize', initParams()) });
     expect(await listed(viaA, e)).toMatchObject({ sessions: 2 });
-    await until(async () => (await a.directory.countsOf([e.id])).get(e.id)?.streams === 1, 'the stream in the directory');
+    await until(async () => (await a.services.directory.countsOf([e.id])).get(e.id)?.streams === 1, 'the stream in the directory');
 
     // B stops heartbeating (as if killed): its stream no longer counts anywhere, and the next
     // heartbeat of a live instance removes it; the sessions themselves live on.
-    await db.sql`update instances set heartbeat_at = now() - interval '1 minute' where id = ${b.directory.instanceId}`;
-    expect((await a.directory.countsOf([e.id])).get(e.id)).toMatchObject({ sessions: 2, streams: 0 });
-    await a.directory.heartbeat();
-    expect(await db.sql`select 1 from instances where id = ${b.directory.instanceId}`).toHaveLength(0);
-    expect((await a.directory.sessionsOf(e.id)).every((s) => s.stream_instance === null)).toBe(true);
-    await b.directory.heartbeat(); // B comes back: its row again, its stream named on the next attach
+    await db.sql`update instances set heartbeat_at = now() - interval '1 minute' where id = ${b.services.directory.instanceId}`;
+    expect((await a.services.directory.countsOf([e.id])).get(e.id)).toMatchObject({ sessions: 2, streams: 0 });
+    await a.services.directory.heartbeat();
+    expect(await db.sql`select 1 from instances where id = ${b.services.directory.instanceId}`).toHaveLength(0);
+    expect((await a.services.directory.sessionsOf(e.id)).every((s) => s.stream_instance === null)).toBe(true);
+    await b.services.directory.heartbeat(); // B comes back: its row again, its stream named on the next attach
   });
 
   it('revocation through A ends the session and its stream on B at once', async () => {
     const e = await vend(viaA, { name: 'revoked', queues: ['reviews'] });
     const agent = await agentOn(b, e);
     expect((await viaA('POST', `/api/v1/endpoints/${e.slug}/revoke`)).status).toBe(200);
-    await until(() => b.sessions.peek(agent.sessionId) === undefined && !b.sessions.hasOpenStream(e.id), 'the session to end on B');
-    expect(await b.directory.sessionsOf(e.id)).toEqual([]);
+    await until(() => b.services.sessions.peek(agent.sessionId) === undefined && !b.services.sessions.hasOpenStream(e.id), 'the session to end on B');
+    expect(await b.services.directory.sessionsOf(e.id)).toEqual([]);
   });
 });

@@ -108,7 +108,7 @@ describe('20 agents reconnecting while 2,000 todos are pushed, the sweep every 5
     );
     const sweeping = apps.map((app) =>
       setInterval(() => {
-        void sweepOnce({ sql: app.sql, clock, log: createLogger('silent'), doorbell: app.doorbell, presence: app.presence }).catch(() => {});
+        void sweepOnce({ sql: app.sql, clock, log: createLogger('silent'), doorbell: app.services.doorbell, presence: app.services.presence }).catch(() => {});
       }, SWEEP_EVERY_MS),
     );
     const streams: Stream[] = [];
@@ -143,7 +143,7 @@ describe('20 agents reconnecting while 2,000 todos are pushed, the sweep every 5
         await settle(1500);
         const open = streams.filter((s) => s.round === round);
         await Promise.all(open.map((s) => s.agent.client.close()));
-        await until(() => apps.every((a) => open.every((s) => !a.sessions.all().some((x) => x.id === s.agent.sessionId && x.stream))), 'the round to close');
+        await until(() => apps.every((a) => open.every((s) => !a.services.sessions.all().some((x) => x.id === s.agent.sessionId && x.stream))), 'the round to close');
       }
     } finally {
       for (const t of sweeping) clearInterval(t);

@@ -34,7 +34,7 @@ describe('hostile input', () => {
     const toolNames = tools.map((t) => t.name);
     expect(toolNames).toContain('claim_next');
     await sdk.client.close();
-    await until(() => app.sessions.sessionsOf(e.id).every((s) => s.stream === null), 'the SDK stream to close');
+    await until(() => app.services.sessions.sessionsOf(e.id).every((s) => s.stream === null), 'the SDK stream to close');
     // Real todos to aim at.
     const ids: string[] = [];
     for (let i = 0; i < 8; i++) ids.push((await api('POST', `/api/v1/endpoints/${e.slug}/todos`, { title: `target ${i}`, queue: i % 2 ? 'inbox' : 'reviews' })).json.id);
@@ -176,7 +176,7 @@ describe('hostile input', () => {
     clients.push(after.client);
     expect(await after.call('list_todos', {})).toHaveProperty('todos');
     await after.client.close();
-    await until(() => app.sessions.sessionsOf(e.id).every((s) => s.stream === null), 'the last SDK stream to close');
+    await until(() => app.services.sessions.sessionsOf(e.id).every((s) => s.stream === null), 'the last SDK stream to close');
   });
 
   it('shift strings: refused ones change nothing, accepted ones come back canonical and stable', async () => {

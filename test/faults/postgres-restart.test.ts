@@ -88,7 +88,7 @@ async function fixture(label: string) {
   const agentOn = async (app: App, e: Vended) => {
     const agent = await connectRemoteAgent(e.mcp_url, e.token, app.url);
     agents.push(agent);
-    await waitFor(() => app.sessions.all().some((s) => s.id === agent.sessionId && s.stream !== null), 'the stream to open');
+    await waitFor(() => app.services.sessions.all().some((s) => s.id === agent.sessionId && s.stream !== null), 'the stream to open');
     return agent;
   };
   const crossToB = await vend('on-b'); // pushed through A, its agent sits on B
@@ -292,7 +292,7 @@ describe('PostgreSQL restarted under load', () => {
 
     // Both instances are healthy and kept their sessions.
     for (const app of [a, b]) expect((await fetch(`${app.url}/healthz`)).status).toBe(200);
-    expect(b.sessions.all().map((s) => s.id)).toEqual(expect.arrayContaining([f.onB.sessionId, awayAgent.sessionId]));
+    expect(b.services.sessions.all().map((s) => s.id)).toEqual(expect.arrayContaining([f.onB.sessionId, awayAgent.sessionId]));
 
     console.info(
       `[faults] postgres restart: pg_ctl restart -m fast took ${restartEnded - restartStarted} ms; ${failureSummary(load.records)}; ` +

@@ -64,8 +64,8 @@ export async function connectAgent(app: App, e: Pick<Vended, 'slug' | 'token'>, 
   await client.connect(transport);
   opts.track?.push(client);
   const sessionId = transport.sessionId!;
-  await until(() => app.sessions.all().some((s) => s.id === sessionId && s.stream !== null), 'the stream to open');
-  await app.presence.reconnectsSettled();
+  await until(() => app.services.sessions.all().some((s) => s.id === sessionId && s.stream !== null), 'the stream to open');
+  await app.services.presence.reconnectsSettled();
   return {
     client,
     sessionId,

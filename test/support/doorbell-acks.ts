@@ -62,8 +62,8 @@ const readyCalls = new WeakMap<App, Map<string, number>>();
 export function instrument<T extends App>(a: T): T {
   const calls = new Map<string, number>();
   readyCalls.set(a, calls);
-  const original = a.readyRings.ringReady.bind(a.readyRings);
-  a.readyRings.ringReady = (todo) => {
+  const original = a.services.readyRings.ringReady.bind(a.services.readyRings);
+  a.services.readyRings.ringReady = (todo) => {
     calls.set(todo.id, (calls.get(todo.id) ?? 0) + 1);
     return original(todo);
   };
@@ -92,7 +92,7 @@ export const ringById = async (ringId: string) => (await db.sql<RingRow[]>`selec
 
 /** The value of one series of `on`'s registry (labels must match exactly). */
 export async function metric(on: App, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const m = on.metrics.registry.getSingleMetric(name) as Counter | undefined;
+  const m = on.services.metrics.registry.getSingleMetric(name) as Counter | undefined;
   if (!m) throw new Error(`no metric ${name}`);
   const { values } = await m.get();
   const want = Object.entries(labels);

@@ -98,7 +98,7 @@ export async function counts(): Promise<{ todos: number; events: number }> {
 }
 
 export async function counter(name: string, labels: Record<string, string>): Promise<number> {
-  const metric = await app.metrics.registry.getSingleMetric(name)!.get();
+  const metric = await app.services.metrics.registry.getSingleMetric(name)!.get();
   return metric.values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l))?.value ?? 0;
 }
 export const verifyFailures = (provider: string, reason: string) => counter('switchboard_webhook_verify_failures_total', { provider, reason });
@@ -132,7 +132,7 @@ export async function listener(e: Vended): Promise<{ client: Client; heard: Noti
   await client.connect(transport);
   clients.push(client);
   const sessionId = transport.sessionId!;
-  await until(() => app.sessions.all().some((s) => s.id === sessionId && s.stream !== null), 'the stream to open');
+  await until(() => app.services.sessions.all().some((s) => s.id === sessionId && s.stream !== null), 'the stream to open');
   return { client, heard };
 }
 

@@ -131,7 +131,7 @@ export function expectUnauthorized(res: Res): void {
   expect(res.headers.get('www-authenticate')).toBe(REALM);
 }
 
-export const sessionById = (sid: string): Session | undefined => app.sessions.all().find((s) => s.id === sid);
+export const sessionById = (sid: string): Session | undefined => app.services.sessions.all().find((s) => s.id === sid);
 
 export function mustSession(sid: string): Session {
   const s = sessionById(sid);

@@ -81,7 +81,7 @@ describe('GET /metrics (REQ-6)', () => {
     m.clock.advance(1000);
     const ignored = await ringOne(e, a, 'ignored', viaM, m);
     m.clock.advance(WINDOW_MS + 1000);
-    await m.acks.sweep();
+    await m.services.acks.sweep();
     const r = await scrape(`Bearer ${METRICS_TOKEN}`);
     expect(r.status).toBe(200);
     expect(r.body).toContain('switchboard_doorbell_rings_total{kind="todo"} 3');

@@ -180,7 +180,7 @@ describe('acknowledgement (REQ-3)', () => {
     app.clock.advance(1000);
     const second = await ringOne(e, a, 'second');
     // A second ring of the same todo (the heartbeat sweep's re-ring).
-    const again = app.doorbell.ring({ id: first.todoId, endpoint_id: e.id, queue: 'reviews', title: 'first', kind: null });
+    const again = app.services.doorbell.ring({ id: first.todoId, endpoint_id: e.id, queue: 'reviews', title: 'first', kind: null });
     expect(again.rung).toBe(true);
     await until(async () => (await ringsOf(first.todoId)).length === 2, 'the re-ring record');
     app.clock.advance(1000);
@@ -248,11 +248,11 @@ describe('acknowledgement (REQ-3)', () => {
 /** Holds back `on`'s ring records until `release`, so that a test orders a claim before a record. */
 function holdRecords(on: App = app): { release: () => void } {
   const held: (() => void)[] = [];
-  const original = on.acks.recordWritten;
-  on.acks.recordWritten = (ring, slug) => void held.push(() => original.call(on.acks, ring, slug));
+  const original = on.services.acks.recordWritten;
+  on.services.acks.recordWritten = (ring, slug) => void held.push(() => original.call(on.services.acks, ring, slug));
   return {
     release: () => {
-      on.acks.recordWritten = original;
+      on.services.acks.recordWritten = original;
       for (const record of held.splice(0)) record();
     },
   };
@@ -285,7 +285,7 @@ describe('ring records and claims agree whichever commits first (decision 12)', 
     await until(async () => (await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'todo', via: 'claim' })) === acked + 1, 'the acknowledgement counted');
     const unheard = await metric(app, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' });
     app.clock.advance(WINDOW_MS + 1000);
-    expect(await app.acks.sweep()).toBe(0);
+    expect(await app.services.acks.sweep()).toBe(0);
     expect(await ringById(ringId)).toMatchObject({ acked_at: claimedAt, unheard_at: null });
     expect(await metric(app, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' })).toBe(unheard);
     expect(await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'todo', via: 'claim' })).toBe(acked + 1);
@@ -299,7 +299,7 @@ describe('ring records and claims agree whichever commits first (decision 12)', 
     const backlog = await pushEligibleBacklog(db.sql, e.id);
     const hold = holdRecords();
     app.clock.advance(1000);
-    const digest = app.doorbell.deliverDigest(e.id, (ringId) => digestDoorbell(backlog, 'operator', app.clock.now(), ringId));
+    const digest = app.services.doorbell.deliverDigest(e.id, (ringId) => digestDoorbell(backlog, 'operator', app.clock.now(), ringId));
     const ringId = digest.rung ? digest.ringId : '';
     const acked = await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'digest', via: 'claim' });
     app.clock.advance(1000);
@@ -336,11 +336,11 @@ describe('ring records and claims agree whichever commits first (decision 12)', 
     const acked = await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'todo', via: 'claim' });
     const unheard = await metric(app, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' });
     app.clock.advance(WINDOW_MS + 1000);
-    expect(await app.acks.sweep()).toBe(0);
+    expect(await app.services.acks.sweep()).toBe(0);
     expect(await ringById(ringId)).toMatchObject({ acked_at: claimedAt, ack_via: 'claim', acked_session_id: a.sessionId, unheard_at: null });
     expect(await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'todo', via: 'claim' })).toBe(acked + 1);
     expect(await metric(app, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' })).toBe(unheard);
-    expect(await app.acks.sweep()).toBe(0);
+    expect(await app.services.acks.sweep()).toBe(0);
     expect(await metric(app, 'switchboard_doorbell_rings_acknowledged_total', { kind: 'todo', via: 'claim' })).toBe(acked + 1);
   });
 });
@@ -352,7 +352,7 @@ describe('self-test and failed writes', () => {
     await push(e, 'waiting');
     await settle();
     const backlog = await pushEligibleBacklog(db.sql, e.id);
-    const digest = app.doorbell.deliverDigest(e.id, (ringId) => digestDoorbell(backlog, 'operator', app.clock.now(), ringId));
+    const digest = app.services.doorbell.deliverDigest(e.id, (ringId) => digestDoorbell(backlog, 'operator', app.clock.now(), ringId));
     expect(digest.rung).toBe(true);
     const digestRing = digest.rung ? digest.ringId : '';
     await until(async () => (await ringById(digestRing)) !== undefined, 'the digest ring');
@@ -374,13 +374,13 @@ describe('self-test and failed writes', () => {
     const sid = await streamlessSession(e);
     const stream = http.get(`${app.url}/mcp/${e.slug}`, { headers: { authorization: `Bearer ${e.token}`, accept: 'text/event-stream', 'mcp-session-id': sid } });
     stream.on('error', () => {});
-    const session = app.sessions.all().find((s) => s.id === sid)!;
+    const session = app.services.sessions.all().find((s) => s.id === sid)!;
     await until(() => session.stream !== null, 'the stream to open');
     await settle();
-    let outcome: ReturnType<typeof app.doorbell.ring> | undefined;
+    let outcome: ReturnType<typeof app.services.doorbell.ring> | undefined;
     // The doorbell is written after the server saw the socket go and before the registry heard of it.
     session.stream!.res.prependOnceListener('close', () => {
-      outcome = app.doorbell.ring({ id: todoId, endpoint_id: e.id, queue: 'reviews', title: 'rung into a closing socket', kind: null });
+      outcome = app.services.doorbell.ring({ id: todoId, endpoint_id: e.id, queue: 'reviews', title: 'rung into a closing socket', kind: null });
     });
     stream.destroy();
     await until(() => outcome !== undefined, 'the doorbell write');

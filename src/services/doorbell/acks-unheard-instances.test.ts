@@ -56,9 +56,9 @@ describe('switchboard_doorbell_unheard_sessions is this instance\'s (SPEC-0025 R
     const { a } = await threeIgnoredRings(A.app, [A.app.clock, B.app.clock]);
     expect(await metric(A.app, GAUGE)).toBe(0);
     expect(await metric(B.app, GAUGE)).toBe(0);
-    await A.app.acks.sweep();
-    expect(A.app.sessions.peek(a.sessionId)?.unheard).toBe(true);
-    expect(B.app.sessions.peek(a.sessionId)).toBeUndefined();
+    await A.app.services.acks.sweep();
+    expect(A.app.services.sessions.peek(a.sessionId)?.unheard).toBe(true);
+    expect(B.app.services.sessions.peek(a.sessionId)).toBeUndefined();
     expect(await metric(A.app, GAUGE)).toBe(1);
     expect(await metric(B.app, GAUGE)).toBe(0);
     // The suite's own instance hosts none of it either.
@@ -74,11 +74,11 @@ describe('switchboard_doorbell_unheard_sessions is this instance\'s (SPEC-0025 R
   it('a session B\'s sweep marks is counted on A, which hosts it, from A\'s next sweep, and never on B', async () => {
     const { a: A, b: B } = await twoInstances();
     const { a } = await threeIgnoredRings(A.app, [A.app.clock, B.app.clock]);
-    await B.app.acks.sweep();
+    await B.app.services.acks.sweep();
     expect(B.lines.filter((l) => l.msg === MARKED && l.session === a.sessionId)).toHaveLength(1);
     expect(await metric(B.app, GAUGE)).toBe(0);
-    await A.app.acks.sweep();
-    expect(A.app.sessions.peek(a.sessionId)?.unheard).toBe(true);
+    await A.app.services.acks.sweep();
+    expect(A.app.services.sessions.peek(a.sessionId)?.unheard).toBe(true);
     expect(await metric(A.app, GAUGE)).toBe(1);
     expect(await metric(B.app, GAUGE)).toBe(0);
   });
@@ -90,9 +90,9 @@ describe('concurrent unheard sweeps (SPEC-0025 REQ-5)', () => {
     const { a } = await threeIgnoredRings(A.app, [A.app.clock, B.app.clock]);
     // Both sweeps mark the rings first; let them do so and write the session's activity, so what
     // is left to race is the marking of the session alone.
-    await A.app.acks.sweep();
+    await A.app.services.acks.sweep();
     await db.sql`update mcp_sessions set unheard = false where id = ${a.sessionId}`;
-    A.app.sessions.peek(a.sessionId)!.unheard = false;
+    A.app.services.sessions.peek(a.sessionId)!.unheard = false;
     A.lines.length = 0;
     B.lines.length = 0;
 
@@ -105,7 +105,7 @@ describe('concurrent unheard sweeps (SPEC-0025 REQ-5)', () => {
     let sweeps: Promise<number[]> | undefined;
     await db.sql.begin(async (tx) => {
       await tx`select 1 from mcp_sessions where id = ${a.sessionId} for update`;
-      sweeps = Promise.all([A.app.acks.sweep(), B.app.acks.sweep()]);
+      sweeps = Promise.all([A.app.services.acks.sweep(), B.app.services.acks.sweep()]);
       await until(async () => (await blocked())[0]!.n === 2, 'both marking statements waiting on the session row');
     });
     await sweeps;
@@ -115,7 +115,7 @@ describe('concurrent unheard sweeps (SPEC-0025 REQ-5)', () => {
     const [row] = await db.sql<{ unheard: boolean }[]>`select unheard from mcp_sessions where id = ${a.sessionId}`;
     expect(row!.unheard).toBe(true);
     // A, which hosts the session, knows it is unheard whichever sweep marked it.
-    expect(A.app.sessions.peek(a.sessionId)?.unheard).toBe(true);
+    expect(A.app.services.sessions.peek(a.sessionId)?.unheard).toBe(true);
     expect(await metric(A.app, GAUGE)).toBe(1);
     expect(await metric(B.app, GAUGE)).toBe(0);
   });

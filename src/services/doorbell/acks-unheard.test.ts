@@ -31,7 +31,7 @@ useAcksSuite();
 async function doorbellCounters(on: App): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   for (const name of ['switchboard_doorbell_rings_total', 'switchboard_doorbell_rings_acknowledged_total', 'switchboard_doorbell_rings_unheard_total']) {
-    const { values } = await (on.metrics.registry.getSingleMetric(name) as Counter).get();
+    const { values } = await (on.services.metrics.registry.getSingleMetric(name) as Counter).get();
     for (const v of values) {
       const labels = Object.entries(v.labels)
         .sort()
@@ -53,17 +53,17 @@ describe('unheard rings (REQ-4, REQ-12)', () => {
     const unheardBefore = await metric(app, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' });
 
     app.clock.set('2026-10-01T10:14:59Z');
-    expect(await app.acks.sweep()).toBe(0);
+    expect(await app.services.acks.sweep()).toBe(0);
     app.clock.set('2026-10-01T10:15:00Z');
-    expect(await app.acks.sweep()).toBe(0);
+    expect(await app.services.acks.sweep()).toBe(0);
     expect(await ringById(ring.ring_id)).toMatchObject({ unheard_at: null, acked_at: null });
 
     app.clock.set('2026-10-01T10:15:30Z');
-    expect(await app.acks.sweep()).toBe(1);
+    expect(await app.services.acks.sweep()).toBe(1);
     expect(await ringById(ring.ring_id)).toMatchObject({ unheard_at: new Date('2026-10-01T10:15:30Z'), acked_at: null });
     expect(await metric(app, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' })).toBe(unheardBefore + 1);
     app.clock.set('2026-10-01T10:16:00Z');
-    expect(await app.acks.sweep()).toBe(0);
+    expect(await app.services.acks.sweep()).toBe(0);
     expect(await metric(app, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' })).toBe(unheardBefore + 1);
 
     const counters = await doorbellCounters(app);
@@ -79,7 +79,7 @@ describe('unheard rings (REQ-4, REQ-12)', () => {
     // A late ack_doorbell of an unheard ring answers its terminal state and moves nothing either.
     const late = await ringOne(e, a, 'late ack');
     app.clock.advance(WINDOW_MS + 1000);
-    expect(await app.acks.sweep()).toBe(1);
+    expect(await app.services.acks.sweep()).toBe(1);
     const afterSweep = await doorbellCounters(app);
     expect(await a.call('ack_doorbell', { ring_id: late.ring.ring_id })).toEqual({ ring_id: late.ring.ring_id, state: 'unheard' });
     expect(await ringById(late.ring.ring_id)).toMatchObject({ ack_via: 'ack', acked_at: app.clock.now(), unheard_at: expect.any(Date) });
@@ -96,13 +96,13 @@ describe('unheard rings (REQ-4, REQ-12)', () => {
     const before = (await metric(app, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' })) + (await metric(b, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' }));
     app.clock.advance(WINDOW_MS + 1000);
     b.clock.set(app.clock.now());
-    const [fromA, fromB] = await Promise.all([app.acks.sweep(), b.acks.sweep()]);
+    const [fromA, fromB] = await Promise.all([app.services.acks.sweep(), b.services.acks.sweep()]);
     expect(fromA + fromB).toBe(5);
     const after = (await metric(app, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' })) + (await metric(b, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' }));
     expect(after - before).toBe(5);
     for (const r of rings) expect((await ringById(r.ring_id))!.unheard_at).toEqual(app.clock.now());
     // Sweeping again, anywhere, changes nothing.
-    expect(await Promise.all([app.acks.sweep(), b.acks.sweep()])).toEqual([0, 0]);
+    expect(await Promise.all([app.services.acks.sweep(), b.services.acks.sweep()])).toEqual([0, 0]);
   });
 
   it('a claim racing the unheard sweep after the window ends each ring unheard whichever commits first, with exactly one counter increment', async () => {
@@ -114,7 +114,7 @@ describe('unheard rings (REQ-4, REQ-12)', () => {
       const { todoId, ring } = await ringOne(e, a, `race ${i}`);
       app.clock.advance(WINDOW_MS + 1);
       const claim = () => a.call('claim', { id: todoId });
-      const sweep = () => app.acks.sweep();
+      const sweep = () => app.services.acks.sweep();
       const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
       // The claim travels over HTTP first; stagger the sweep across its flight so that each side commits first in some rounds.
       const [claimed] = await Promise.all([claim(), delay(i % 10).then(sweep)]);
@@ -124,7 +124,7 @@ describe('unheard rings (REQ-4, REQ-12)', () => {
       expect(r.ack_via).toBe('claim');
       // The window ended at sent_at + window, before either came: unheard, whoever marked it.
       expect(r.unheard_at).not.toBeNull();
-      expect(await app.acks.sweep()).toBe(0);
+      expect(await app.services.acks.sweep()).toBe(0);
     }
     const after = await doorbellCounters(app);
     const delta = (k: string) => after[k]! - (before[k] ?? 0);
@@ -166,7 +166,7 @@ describe('unheard rings (REQ-4, REQ-12)', () => {
     expect(await delta()).toEqual(expected);
     // The sweep finds nothing left to mark, and a second acknowledgement changes nothing.
     app.clock.set('2026-10-02T10:15:30Z');
-    expect(await app.acks.sweep()).toBe(0);
+    expect(await app.services.acks.sweep()).toBe(0);
     expect(await a.call('ack_doorbell', { ring_id: late.ring.ring_id })).toEqual({ ring_id: late.ring.ring_id, state: 'unheard' });
     expect(await delta()).toEqual(expected);
   });
@@ -180,9 +180,9 @@ describe('unheard rings (REQ-4, REQ-12)', () => {
     const { ring } = await ringOne(e, a, 'one-minute window', viaW, w);
     expect(ring.window_seconds).toBe(60);
     w.clock.advance(60_000);
-    expect(await w.acks.sweep()).toBe(0);
+    expect(await w.services.acks.sweep()).toBe(0);
     w.clock.advance(1000);
-    expect(await w.acks.sweep()).toBe(1);
+    expect(await w.services.acks.sweep()).toBe(1);
     expect(await ringById(ring.ring_id)).toMatchObject({ unheard_at: w.clock.now() });
     expect(await metric(w, 'switchboard_doorbell_rings_unheard_total', { kind: 'todo' })).toBe(1);
     expect(await ringsOfEndpoint(e.id)).toHaveLength(1);
@@ -203,7 +203,7 @@ describe('per-session unheard detection (REQ-5)', () => {
       u.clock.advance(1000);
       rings.push((await ringOne(e, a, `ignored ${i}`, viaU, u)).ring);
     }
-    const session = () => u.sessions.all().find((s) => s.id === a.sessionId)!;
+    const session = () => u.services.sessions.all().find((s) => s.id === a.sessionId)!;
     const marks = () => captured.lines.filter((l) => l.msg === 'session marked unheard: its last 3 doorbells reached it but nothing acted on them');
     const listed = async () => (await viaU('GET', '/api/v1/endpoints')).json.find((x: { slug: string }) => x.slug === e.slug);
     expect(await listed()).toMatchObject({ sessions: 1, unheard_sessions: 0 });
@@ -215,11 +215,11 @@ describe('per-session unheard detection (REQ-5)', () => {
 
     // Two unheard is not yet a mark.
     u.clock.advance(WINDOW_MS - 500);
-    await u.acks.sweep();
+    await u.services.acks.sweep();
     expect(await unheard()).toEqual([rings[0]!.ring_id, rings[1]!.ring_id]);
     expect(session().unheard).toBe(false);
     u.clock.advance(1000);
-    await u.acks.sweep();
+    await u.services.acks.sweep();
     expect(await unheard()).toEqual(rings.map((r) => r.ring_id));
     expect(session().unheard).toBe(true);
     expect(marks()).toHaveLength(1);
@@ -228,7 +228,7 @@ describe('per-session unheard detection (REQ-5)', () => {
     expect(await metric(u, 'switchboard_doorbell_unheard_sessions')).toBe(gaugeBefore + 1);
     // One warning per marking, however often the sweep runs.
     u.clock.advance(30_000);
-    await u.acks.sweep();
+    await u.services.acks.sweep();
     expect(marks()).toHaveLength(1);
 
     // Any acknowledgement clears the mark, and the sweep does not put it back.
@@ -237,7 +237,7 @@ describe('per-session unheard detection (REQ-5)', () => {
     expect(await listed()).toMatchObject({ unheard_sessions: 0 });
     expect(await metric(u, 'switchboard_doorbell_unheard_sessions')).toBe(gaugeBefore);
     u.clock.advance(30_000);
-    await u.acks.sweep();
+    await u.services.acks.sweep();
     expect(session().unheard).toBe(false);
     expect(marks()).toHaveLength(1);
   });
@@ -245,7 +245,7 @@ describe('per-session unheard detection (REQ-5)', () => {
   it('a busy worker with two unheard rings that claims any todo is not marked by the third', async () => {
     const e = await vend();
     const a = await agent(e);
-    const session = () => app.sessions.all().find((s) => s.id === a.sessionId)!;
+    const session = () => app.services.sessions.all().find((s) => s.id === a.sessionId)!;
     // A todo that never rings (its delivery was not verified): claiming it acknowledges no ring.
     const quiet = await insertEventAndTodo(
       db.sql,
@@ -258,13 +258,13 @@ describe('per-session unheard detection (REQ-5)', () => {
       await ringOne(e, a, `ignored ${i}`);
     }
     app.clock.advance(WINDOW_MS + 1000);
-    expect(await app.acks.sweep()).toBe(2);
+    expect(await app.services.acks.sweep()).toBe(2);
     app.clock.advance(1000);
     expect(await a.call('claim', { id: quiet.todo.id })).toMatchObject({ id: quiet.todo.id, state: 'claimed' });
     app.clock.advance(1000);
     await ringOne(e, a, 'ignored 2');
     app.clock.advance(WINDOW_MS + 1000);
-    expect(await app.acks.sweep()).toBe(1);
+    expect(await app.services.acks.sweep()).toBe(1);
     expect(session().unheard).toBe(false);
     expect(logs.filter((l) => l.msg?.startsWith('session marked unheard') && l.session === a.sessionId)).toEqual([]);
     // Three more unheard rings after that claim do mark it.
@@ -273,24 +273,24 @@ describe('per-session unheard detection (REQ-5)', () => {
       await ringOne(e, a, `ignored ${i}`);
     }
     app.clock.advance(WINDOW_MS + 1000);
-    expect(await app.acks.sweep()).toBe(3);
+    expect(await app.services.acks.sweep()).toBe(3);
     expect(session().unheard).toBe(true);
   });
 
   it('a session that claims a rung todo late is not marked by its next unheard rings', async () => {
     const e = await vend();
     const a = await agent(e);
-    const session = () => app.sessions.all().find((s) => s.id === a.sessionId)!;
+    const session = () => app.services.sessions.all().find((s) => s.id === a.sessionId)!;
     const first = await ringOne(e, a, 'first');
     app.clock.advance(1000);
     await ringOne(e, a, 'second');
     app.clock.advance(WINDOW_MS + 1000);
-    expect(await app.acks.sweep()).toBe(2);
+    expect(await app.services.acks.sweep()).toBe(2);
     expect(await a.call('claim_next')).toMatchObject({ todo: { id: first.todoId } });
     app.clock.advance(1000);
     await ringOne(e, a, 'third');
     app.clock.advance(WINDOW_MS + 1000);
-    expect(await app.acks.sweep()).toBe(1);
+    expect(await app.services.acks.sweep()).toBe(1);
     expect(session().unheard).toBe(false);
   });
 });

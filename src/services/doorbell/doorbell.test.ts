@@ -121,7 +121,7 @@ describe('cross-instance wakeups', () => {
 });
 
 describe('heartbeat sweep', () => {
-  const sweep = () => sweepOnce({ sql: db.sql, clock: app.clock, log: createLogger('silent'), doorbell: app.doorbell });
+  const sweep = () => sweepOnce({ sql: db.sql, clock: app.clock, log: createLogger('silent'), doorbell: app.services.doorbell });
 
   it('re-rings at 5 m, 25 m, 1 h 25 m, 7 h 25 m and 13 h 25 m, and never a sixth time', async () => {
     const e = await vend();
@@ -173,9 +173,9 @@ describe('heartbeat sweep', () => {
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } }),
     });
     expect(init.status).toBe(200);
-    expect(app.sessions.sessionsOf(e.id)).toHaveLength(1);
-    expect(app.sessions.hasOpenStream(e.id)).toBe(false);
-    expect(app.doorbell.receivers()).toContain(e.id);
+    expect(app.services.sessions.sessionsOf(e.id)).toHaveLength(1);
+    expect(app.services.sessions.hasOpenStream(e.id)).toBe(false);
+    expect(app.services.doorbell.receivers()).toContain(e.id);
     // Due, the todo is charged a ring; with no stream to take it the ring is not heard, so it is
     // not the todo's announcement.
     app.clock.advance(6 * 60_000);
@@ -195,7 +195,7 @@ describe('heartbeat sweep', () => {
     for (let i = 0; i < 6; i++) await push(deep, `deep ${i}`);
     const lone = await push(shallow, 'lone');
     app.clock.advance(6 * 60_000);
-    const rung = await sweepOnce({ sql: db.sql, clock: app.clock, log: createLogger('silent'), doorbell: app.doorbell, receivers: () => [deep.id, shallow.id] });
+    const rung = await sweepOnce({ sql: db.sql, clock: app.clock, log: createLogger('silent'), doorbell: app.services.doorbell, receivers: () => [deep.id, shallow.id] });
     expect(rung).toBe(3);
     expect(await ringAttempts(lone)).toBe(1);
   });
@@ -221,7 +221,7 @@ describe('heartbeat sweep', () => {
     // The inserts' todo_ready wakeups ring (and announce) the token todo now, not after the clock moved.
     await settle(300);
     app.clock.advance(6 * 60_000);
-    await sweepOnce({ sql: db.sql, clock: app.clock, log: createLogger('silent'), doorbell: app.doorbell, receivers: () => [e.id] });
+    await sweepOnce({ sql: db.sql, clock: app.clock, log: createLogger('silent'), doorbell: app.services.doorbell, receivers: () => [e.id] });
     expect(await ringAttempts(unverified.todo.id)).toBe(0);
     expect(await ringAttempts(token.todo.id)).toBe(1);
   });
@@ -231,7 +231,7 @@ describe('heartbeat sweep', () => {
     const id = await push(e, 'x');
     await api('POST', `/api/v1/endpoints/${e.slug}/revoke`);
     app.clock.advance(6 * 60_000);
-    await sweepOnce({ sql: db.sql, clock: app.clock, log: createLogger('silent'), doorbell: app.doorbell, receivers: () => [e.id] });
+    await sweepOnce({ sql: db.sql, clock: app.clock, log: createLogger('silent'), doorbell: app.services.doorbell, receivers: () => [e.id] });
     expect(await ringAttempts(id)).toBe(0);
   });
 });

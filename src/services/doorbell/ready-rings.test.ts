@@ -56,7 +56,7 @@ describe('ReadyRings.ringReady', () => {
     await new Promise((r) => setTimeout(r, 100));
     expect(rangFor(a, id)).toBe(0);
     // What a todo_ready wakeup or the LISTEN catch-up does for it:
-    fixture.app.readyRings.ringFresh(e.id, 'reviews');
+    fixture.app.services.readyRings.ringFresh(e.id, 'reviews');
     await until(() => rangFor(a, id) > 0, 'the doorbell on the next ready signal');
     expect(rangFor(a, id)).toBe(1);
   });

@@ -14,7 +14,7 @@ const NO_CLAIM_VERBS = ['list_todos', 'complete'];
 /** Moves the clock to the stored ring time of a test started now-ish and runs this instance's ring tick. */
 async function ringDueTests(): Promise<void> {
   app.clock.advance(TICK_ONLY_RING_DELAY_MS);
-  await app.selfTests.ringOverdue();
+  await app.services.selfTests.ringOverdue();
 }
 
 const pushReal = async (slug: string, title: string) => {

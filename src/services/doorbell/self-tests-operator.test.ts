@@ -51,7 +51,7 @@ describe('synthetic todos (REQ-9)', () => {
     expect((await a.call('get_todo', { id: started.todo_id })).error).toMatch(/^not_found: /);
     // The heartbeat sweep never re-rings it.
     app.clock.advance(6 * 60_000);
-    await sweepOnce({ sql: db.sql, clock: app.clock, log: createLogger('silent'), doorbell: app.doorbell, receivers: () => [e.id] });
+    await sweepOnce({ sql: db.sql, clock: app.clock, log: createLogger('silent'), doorbell: app.services.doorbell, receivers: () => [e.id] });
     expect(await todoRow(started.todo_id)).toMatchObject({ ring_attempts: 0, last_ringed_at: null, state: 'pending' });
     await sleep(50);
     expect(a.tests()).toHaveLength(1);
@@ -88,23 +88,23 @@ describe('synthetic todos (REQ-9)', () => {
     const rungAt = app.clock.now().getTime();
 
     app.clock.set(new Date(rungAt + 5 * 60_000));
-    await app.selfTests.cleanUp();
+    await app.services.selfTests.cleanUp();
     expect(await todoRow(started.todo_id)).toBeDefined();
     expect((await read()).verdict).toBe('unheard');
 
     app.clock.set(new Date(rungAt + 6 * 60_000 + 1000));
-    await app.selfTests.cleanUp();
+    await app.services.selfTests.cleanUp();
     expect(await todoRow(started.todo_id)).toBeUndefined();
     expect(await read()).toMatchObject({ test_id: started.test_id, todo_id: started.todo_id, verdict: 'unheard', delivered: { written: true } });
     expect(await ring()).toBeDefined();
 
     app.clock.set(new Date(rungAt + 7 * 86_400_000 - 60_000));
-    await app.selfTests.cleanUp();
+    await app.services.selfTests.cleanUp();
     expect(await ring()).toBeDefined();
     expect((await read()).verdict).toBe('unheard');
 
     app.clock.set(new Date(rungAt + 7 * 86_400_000 + 6 * 60_000 + 1000));
-    await app.selfTests.cleanUp();
+    await app.services.selfTests.cleanUp();
     expect(await ring()).toBeUndefined();
     expect((await read()).error).toMatch(/^not_found: /);
   });
@@ -122,7 +122,7 @@ describe('metrics (REQ-6)', () => {
   it('a whole self-test, claimed or left unheard, moves no doorbell series and no queue series', async () => {
     const e = await vend(['selftestq']);
     const a = await agent(e);
-    await app.acks.sweep();
+    await app.services.acks.sweep();
     const before = watched(await scrape());
     expect(before).toContain('switchboard_queue_todos{queue="selftestq",state="pending"} 0');
     expect(before).toContain('switchboard_queue_todos{queue="selftestq",state="done"} 0');
@@ -139,7 +139,7 @@ describe('metrics (REQ-6)', () => {
     await until(async () => (await testRow(ignored.test_id))?.delivery === 'written', 'the second delivery');
     await untilRingRecorded(ignored.todo_id);
     app.clock.advance(11_000);
-    expect(await app.acks.sweep()).toBe(1);
+    expect(await app.services.acks.sweep()).toBe(1);
     expect((await db.sql`select unheard_at from doorbell_rings where todo_id = ${ignored.todo_id}`)[0]!.unheard_at).toEqual(app.clock.now());
     expect((await a.call('get_doorbell_test', { test_id: ignored.test_id })).verdict).toBe('unheard');
     expect(watched(await scrape())).toEqual(before);

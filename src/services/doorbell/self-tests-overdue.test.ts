@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { startTestApp, apiCaller } from '../../../test/support/app.ts';
 import { rfc3339 } from '../../domain/time.ts';
-import { maintenanceLoopsOf, type Services } from '../../compose.ts';
+import { maintenanceLoopsOf } from '../../compose.ts';
 import { createLogger } from '../../lib/log.ts';
 import { TROUBLESHOOTING } from './self-tests.ts';
 import { until } from '../../../test/support/agents.ts';
@@ -23,14 +23,14 @@ describe('overdue self-tests (item 11)', () => {
     expect(reportAfter).toBe((await testRow(started.json.test_id))!.ring_due_at.getTime() + 10_000);
 
     app.clock.set(new Date(reportAfter - 1000));
-    expect(await app.selfTests.ringOverdue()).toMatchObject({ rung: 0 });
+    expect(await app.services.selfTests.ringOverdue()).toMatchObject({ rung: 0 });
     expect((await api('GET', `${path}/${started.json.test_id}`)).json.verdict).toBe('pending');
     const refused = await api('POST', path, { wait_seconds: 10 });
     expect(refused.status).toBe(429);
     expect(refused.json).toMatchObject({ code: 'rate_limited', next_allowed_at: started.json.report_after });
 
     app.clock.set(new Date(reportAfter));
-    expect((await app.selfTests.ringOverdue()).settled).toBeGreaterThanOrEqual(1);
+    expect((await app.services.selfTests.ringOverdue()).settled).toBeGreaterThanOrEqual(1);
     expect(await testRow(started.json.test_id)).toMatchObject({ delivery: 'no_session', delivered_at: new Date(reportAfter) });
     const report = (await api('GET', `${path}/${started.json.test_id}`)).json;
     expect(report).toMatchObject({ verdict: 'no_session', delivered: { written: false, at: rfc3339(new Date(reportAfter)), session_id: null }, claimed_within_seconds: null });
@@ -51,7 +51,7 @@ describe('overdue self-tests (item 11)', () => {
     const started = await api('POST', `/api/v1/endpoints/${e.slug}/doorbell-tests`, { wait_seconds: 30 });
     app.clock.advance(TICK_ONLY_RING_DELAY_MS + 5000);
     const a = await agent(e);
-    expect(await app.selfTests.ringOverdue()).toMatchObject({ rung: 1 });
+    expect(await app.services.selfTests.ringOverdue()).toMatchObject({ rung: 1 });
     await until(() => a.tests().length === 1, 'the late test doorbell');
     app.clock.advance(1000);
     expect(await a.call('claim', { id: started.json.todo_id })).toMatchObject({ self_test: true });
@@ -59,8 +59,7 @@ describe('overdue self-tests (item 11)', () => {
   });
 
   it('every instance runs the ring tick as a maintenance loop', () => {
-    const { sql, sessions, doorbell, presence, acks, selfTests, hooks } = app;
-    const services = { base: { sql, clock: app.clock, log: createLogger('silent') }, sessions, doorbell, presence, acks, selfTests, hooks } as unknown as Services;
+    const services = { ...app.services, base: { sql: app.sql, clock: app.clock, log: createLogger('silent') } };
     const loop = maintenanceLoopsOf(services).find((l) => l.name === 'self-test-ring');
     expect(loop).toBeDefined();
     expect(loop!.intervalMs).toBeLessThanOrEqual(10_000);
@@ -82,15 +81,15 @@ describe('two instances (item 11)', () => {
     }
     const dueAt = (await testRow(started.test_id))!.ring_due_at.getTime();
     app.clock.set(new Date(dueAt - 1));
-    expect(await app.selfTests.ringOverdue()).toMatchObject({ rung: 0 });
+    expect(await app.services.selfTests.ringOverdue()).toMatchObject({ rung: 0 });
     expect(onApp.tests()).toEqual([]);
 
     app.clock.set(new Date(dueAt));
-    expect(await app.selfTests.ringOverdue()).toMatchObject({ rung: 1 });
+    expect(await app.services.selfTests.ringOverdue()).toMatchObject({ rung: 1 });
     await until(() => onApp.tests().length === 1, 'the test doorbell from the other instance');
     expect(onApp.tests()[0]!.params.meta.todo_id).toBe(started.todo_id);
     // A second tick (or another instance's) does not ring it again.
-    expect(await app.selfTests.ringOverdue()).toMatchObject({ rung: 0 });
+    expect(await app.services.selfTests.ringOverdue()).toMatchObject({ rung: 0 });
     app.clock.advance(4000);
     expect(await onApp.call('claim', { id: started.todo_id })).toMatchObject({ self_test: true });
     expect(await onApp.call('get_doorbell_test', { test_id: started.test_id })).toMatchObject({
