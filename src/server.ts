@@ -144,21 +144,9 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
     return reply.type(s.metrics.registry.contentType).send(await s.metrics.registry.metrics());
   });
 
-  registerApi(app, {
-    humans: s.humans,
-    clock,
-    baseUrl: web.baseUrl,
-    endpoints: s.endpoints,
-    todos: s.todos,
-    operatorPresence: s.operatorPresence,
-    selfTests: s.selfTests,
-    webhooks: s.webhooks,
-    hooks: s.hooks,
-    sessionCounts: sessionCounts,
-    authFailures,
-  });
-  registerIngest(app, { clock: clock, ingest: s.ingest, failureLimit: web.ingestLimit, ratePerWebhook: web.ingestRate });
   const shared = { ...s, clock, log, baseUrl: web.baseUrl, authFailures };
+  registerApi(app, { ...shared, sessionCounts });
+  registerIngest(app, { clock, ingest: s.ingest, failureLimit: web.ingestLimit, ratePerWebhook: web.ingestRate });
   registerBoard(app, {
     ...shared,
     oidc: web.oidc ?? null,
