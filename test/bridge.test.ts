@@ -234,7 +234,7 @@ describe('switchboard bridge on stdio', { timeout: 45_000 }, () => {
     expect(res.status).toBe(204);
     await until(() => app.services.sessions.all().some((s) => s.endpoint.id === e.id && s.id !== old && s.stream !== null), 'a new session with its stream', 15_000);
     const todo = await push(api, e, { title: 'on the new session', queue: 'reviews' });
-    await until(() => channel(b).some((n) => n.params.meta.todo_id === todo.id), 'the doorbell on the new session');
+    await until(() => channel(b).some((n) => n.params.meta.todo_id === todo.id), 'the doorbell on the new session', 15_000);
     expect(b.stderr()).toMatch(/no longer knows this session; starting a new one/);
   }, 30_000);
 
