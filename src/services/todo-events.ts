@@ -43,8 +43,6 @@ export interface TodoEventDeps {
   rings?: Pick<ReadyRings, 'ringReady'>;
   hooks?: Pick<NotifyHooks, 'announceTodo'>;
   waiters?: Pick<ClaimWaiters, 'ready'>;
-  /** Anything else that wants to know (tests). */
-  onReady?: (todo: ClaimableTodo, how: BecameReady) => void;
 }
 
 /**
@@ -66,7 +64,6 @@ export class TodoEvents {
     for (const t of todos) {
       if (t.pushEligible && ring) this.deps.rings?.ringReady(t.todo);
       if (t.pushEligible && hook) this.deps.hooks?.announceTodo(t.todo, hook);
-      this.deps.onReady?.(t, how);
     }
     const queues = queuesOf(todos);
     for (const { endpointId, queue } of queues) this.deps.waiters?.ready(endpointId, queue);

@@ -245,7 +245,7 @@ export class TodoWork {
   /**
    * complete or fail, and then claim_next's claim for the same worker (`queue` and `opts` as
    * claim_next takes them), in one statement: the finished todo's view, and `next`, claim_next's
-   * answer, or null when nothing was claimable at once (the caller goes on with claimNext, which
+   * answer (a promise), or null when nothing was claimable at once (the caller goes on with claimNext, which
    * looks again past locked rows and may wait). A queue not granted is refused before the finish.
    */
   async finishThenClaimNext(w: Worker, what: Finish, id: string, result: unknown, leaseToken: string | undefined, queue: string | undefined, opts: LeaseOptions) {
@@ -255,9 +255,11 @@ export class TodoWork {
     const next = { queues, leaseSecs: leaseSeconds(opts.leaseTtlSeconds), session: w.session.id, leaseTokenHash: fence.hash };
     const both = this.#finishThenClaim.add(callerOf(w), what, call, next);
     const { finished, claimed } = both ? await both : { finished: await this.#held[what](callerOf(w), call), claimed: null };
+    // The finish stands whatever answering the claim does: `next` is a promise the caller awaits
+    // apart, so a failed acknowledgement is the next claim's error, not the finish's.
     return {
       finished: finishedView(what, finished),
-      next: claimed ? await this.#answerNext(w, { row: claimed, fence }) : null,
+      next: claimed ? this.#answerNext(w, { row: claimed, fence }) : null,
     };
   }
 

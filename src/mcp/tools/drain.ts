@@ -102,7 +102,7 @@ async function finishThenClaim(ctx: ToolContext, what: Finish, args: { id: strin
   const lease = { leaseTtlSeconds: claimArgs.lease_ttl_seconds, requireFence: claimArgs.require_fence };
   const { finished, next } = await ctx.todoWork.finishThenClaimNext(workerOf(ctx), what, args.id, args.result, args.lease_token, claimArgs.queue, lease);
   try {
-    return { ...finished, next: next ?? (await claimNextFor(ctx, claimArgs)) };
+    return { ...finished, next: (await next) ?? (await claimNextFor(ctx, claimArgs)) };
   } catch (err) {
     // The todo is finished whatever the claim did: say so, and why nothing was claimed.
     const failed = classifyAndLog(err, ctx.log, { tool: 'claim_next', slug: ctx.session.endpoint.slug }, 'next claim failed', () => null);
