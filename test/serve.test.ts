@@ -1,6 +1,6 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -85,7 +85,12 @@ describe('switchboard serve on the embedded PostgreSQL', { timeout: 90_000 }, ()
     expect(first.output()).toContain(dataDir);
     expect(first.output()).toContain('switchboard listening');
 
-    await cli('admin', 'human', 'add', 'ops');
+    // The admin command names both processes, each by its own PID: the serve, and the PostgreSQL
+    // server it started (pgdata/postmaster.pid), never the one as the other.
+    const added = await cli('admin', 'human', 'add', 'ops');
+    const postmaster = Number((await readFile(join(dataDir, 'pgdata', 'postmaster.pid'), 'utf8')).split('\n')[0]);
+    expect(postmaster).not.toBe(first.child.pid);
+    expect(added.stderr).toContain(`(shared with the running serve, PID ${first.child.pid}; PostgreSQL server PID ${postmaster})`);
     token = (await cli('admin', 'token', 'create', 'ops')).stdout.trim();
     expect(token).toMatch(/^sbp_/);
     const vend = await api('POST', '/endpoints', { name: 'review-bot', queues: ['reviews'] });
@@ -98,6 +103,9 @@ describe('switchboard serve on the embedded PostgreSQL', { timeout: 90_000 }, ()
     // A crash: no shutdown handler runs, the PostgreSQL server is left behind.
     first.child.kill('SIGKILL');
     await first.exited;
+    // PostgreSQL outlives it; an admin command in between says so rather than name a dead serve.
+    const orphaned = await cli('admin', 'human', 'list');
+    expect(orphaned.stderr).toContain(`(PostgreSQL server PID ${postmaster}, whose switchboard process is no longer running)`);
   });
 
   it('restarts on the same data dir after kill -9 with every committed todo intact', async () => {

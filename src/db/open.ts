@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError, type Config } from '../config.ts';
 import type { Logger } from '../lib/log.ts';
-import { findRunningEmbeddedCluster, startEmbeddedCluster } from './cluster/embedded.ts';
+import { findRunningEmbeddedCluster, startEmbeddedCluster, type RunningEmbeddedCluster } from './cluster/embedded.ts';
 import { Lanes } from '../lib/lanes.ts';
 import { connect, connectLanes, redactUrl, type Sql } from './connect.ts';
 
@@ -43,7 +43,7 @@ export async function openDatabase(config: Config, log: Logger, opts: OpenOption
         sql,
         direct: sql,
         lanes: new Lanes([sql]),
-        description: `embedded PostgreSQL in ${config.dataDir} (shared with the running serve, PID ${running.pid})`,
+        description: `embedded PostgreSQL in ${config.dataDir} (${sharedWith(running)})`,
         close: () => sql.end({ timeout: 5 }),
       };
     }
@@ -80,6 +80,13 @@ export async function openDatabase(config: Config, log: Logger, opts: OpenOption
       await cluster.stop();
     },
   };
+}
+
+/** Whose embedded PostgreSQL an admin command shares: the serve process and the postmaster are two PIDs. */
+export function sharedWith(running: Pick<RunningEmbeddedCluster, 'postmasterPid' | 'ownerPid'>): string {
+  const server = `PostgreSQL server PID ${running.postmasterPid}`;
+  if (running.ownerPid === undefined) return `${server}, whose switchboard process is no longer running`;
+  return `shared with the running serve, PID ${running.ownerPid}; ${server}`;
 }
 
 /** The main pool, and beside a pooler (a listen URL given) a small pool straight to PostgreSQL. */

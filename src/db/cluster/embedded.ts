@@ -17,7 +17,7 @@ import postgres from 'postgres';
 import { locateBinaries, majorOf, serverVersion } from './binaries.ts';
 import { acquireDataDirLock, releaseDataDirLock } from './data-dir-lock.ts';
 import { assertPgUserCanReach, chownToPgUser, isRoot, pgOsUser, reachableBinDir } from './os-user.ts';
-import { isAlive } from './processes.ts';
+import { isAlive, ownerIsAlive, readOwnerRecord } from './processes.ts';
 import {
   clearLeftoverServer,
   initCluster,
@@ -148,18 +148,32 @@ async function ensurePgUserOwns(pgData: string, log: ClusterLog): Promise<void> 
   if ((stat.mode & 0o777) !== 0o700) await fs.chmod(pgData, 0o700);
 }
 
+/** An embedded cluster some process is running: where to connect, and which PID is which. */
+export interface RunningEmbeddedCluster {
+  url: string;
+  /** The PostgreSQL server itself (the postmaster, from pgdata/postmaster.pid). */
+  postmasterPid: number;
+  /**
+   * The switchboard process that started it and holds the data dir (switchboard.lock), when it is
+   * still alive; undefined when PostgreSQL outlived it (e.g. the server was SIGKILLed).
+   */
+  ownerPid: number | undefined;
+}
+
 /**
  * For commands that want to use the embedded database while `switchboard serve`
- * owns it: the URL of the server currently running in `dataDir`, or undefined.
+ * owns it: the server currently running in `dataDir`, or undefined.
  */
-export async function findRunningEmbeddedCluster(dataDir: string): Promise<{ url: string; pid: number } | undefined> {
+export async function findRunningEmbeddedCluster(dataDir: string): Promise<RunningEmbeddedCluster | undefined> {
   const dir = path.resolve(dataDir);
   const pgData = path.join(dir, 'pgdata');
   const pm = await readPostmasterPid(pgData);
   if (!pm?.port || !isAlive(pm.pid) || !(await isPostmasterFor(pm.pid, pgData))) return undefined;
   const password = (await fs.readFile(path.join(dir, 'superuser.password'), 'utf8').catch(() => undefined))?.trim();
   if (!password) return undefined;
-  return { url: serverUrl(pm.port, DATABASE, password), pid: pm.pid };
+  const owner = await readOwnerRecord(path.join(dir, 'switchboard.lock'));
+  const ownerPid = owner && (await ownerIsAlive(owner)) ? owner.pid : undefined;
+  return { url: serverUrl(pm.port, DATABASE, password), postmasterPid: pm.pid, ownerPid };
 }
 
 async function ensureDatabase(adminUrl: string, database: string): Promise<void> {
