@@ -48,7 +48,7 @@ describe('POST /api/v1/endpoints', () => {
         switchboard: { command: 'switchboard', args: ['bridge', '--url', b.mcp_url], env: { SWITCHBOARD_AGENT_TOKEN: '${SWITCHBOARD_AGENT_TOKEN}' } },
       },
     });
-    expect(b.connect).toContain('  claude --dangerously-load-development-channels server:switchboard\n');
+    expect(b.connect).toContain('  claude --dangerously-load-development-channels server:switchboard --allowedTools mcp__switchboard\n');
     expect(b.connect).toContain(`Guide: ${app.baseUrl}/docs/connect\n`);
     // The token is in `token` and nowhere else in the answer.
     expect(res.text.split(b.token)).toHaveLength(2);

@@ -108,7 +108,7 @@ describe('the board in Chromium', { timeout: 60_000 }, () => {
     expect(credential).toMatch(/^sbk_[A-Za-z0-9_-]{43}$/);
     expect(await page.textContent('#export-token')).toBe(`export SWITCHBOARD_AGENT_TOKEN=${credential}`);
     expect(await page.textContent('#mcp-json')).toContain('"Authorization": "Bearer ${SWITCHBOARD_AGENT_TOKEN}"');
-    expect(await page.textContent('#claude-mcp-add')).toContain('claude mcp add --transport http');
+    expect(await page.textContent('#claude-mcp-add')).toContain('claude mcp add switchboard --transport http');
     await shot('03-vended-credential-once');
     await page.click('text=Done: go to the endpoint');
     await page.waitForURL(/\/endpoints\/[0-9a-f-]{36}$/);

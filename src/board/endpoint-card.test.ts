@@ -185,7 +185,7 @@ describe('the endpoint card', () => {
     const credential = /export SWITCHBOARD_AGENT_TOKEN=<span id="credential" class="secret">(sbk_[A-Za-z0-9_-]{43})<\/span>/.exec(r.text)![1]!;
     expect(r.text.split(credential)).toHaveLength(2);
     expect(r.text).toContain('&quot;Authorization&quot;: &quot;Bearer ${SWITCHBOARD_AGENT_TOKEN}&quot;');
-    expect(r.text).toContain(`claude mcp add --transport http --scope user switchboard`);
+    expect(r.text).toContain(`claude mcp add switchboard --transport http --scope user`);
     expect(r.headers.get('cache-control')).toBe('no-store');
     const id = /href="\/endpoints\/([0-9a-f-]{36})"/.exec(r.text)![1]!;
     const cardPage = await b.get(`/endpoints/${id}`);

@@ -27,8 +27,11 @@ describe('the vend result page', () => {
     expect(http).toEqual({ mcpServers: { switchboard: { type: 'http', url: mcpUrl, headers: { Authorization: 'Bearer ${SWITCHBOARD_AGENT_TOKEN}' } } } });
     for (const id of ['mcp-json-bridge', 'mcp-json', 'claude-mcp-add', 'claude-mcp-add-bridge', 'launch']) expect(pre(r.text, id)).not.toContain('sbk_');
 
-    expect(pre(r.text, 'launch')).toBe('claude --dangerously-load-development-channels server:switchboard');
-    expect(pre(r.text, 'claude-mcp-add')).toBe(`claude mcp add --transport http --scope user switchboard ${mcpUrl} --header "Authorization: Bearer $SWITCHBOARD_AGENT_TOKEN"`);
+    expect(pre(r.text, 'launch')).toBe('claude --dangerously-load-development-channels server:switchboard --allowedTools mcp__switchboard');
+    expect(pre(r.text, 'claude-mcp-add')).toBe(`claude mcp add switchboard --transport http --scope user ${mcpUrl} --header "Authorization: Bearer $SWITCHBOARD_AGENT_TOKEN"`);
+    expect(pre(r.text, 'claude-mcp-add-bridge')).toBe(
+      `claude mcp add switchboard --transport stdio --scope user --env SWITCHBOARD_AGENT_TOKEN="$SWITCHBOARD_AGENT_TOKEN" -- switchboard bridge --url ${mcpUrl}`,
+    );
     expect(r.text).toContain('2.1.80 or later, signed in with a claude.ai account');
     expect(r.text).toContain('<code>claim_next</code> with <code>wait</code>');
     expect(r.text).toContain('<a href="/docs/connect">connect guide</a>');

@@ -21,7 +21,8 @@ stdin closes.
 
 Claude Code shows doorbells only from channel servers it was told to load at launch (Claude Code
 2.1.80+, signed in with claude.ai). With the entry below in a project's .mcp.json, start it with:
-  claude --dangerously-load-development-channels server:switchboard
+  claude --dangerously-load-development-channels server:switchboard --allowedTools mcp__switchboard
+(--allowedTools lets a woken session claim and complete without a permission prompt.)
 
 .mcp.json (the key "switchboard" is the name in server:switchboard):
   {"mcpServers":{"switchboard":{"command":"node",

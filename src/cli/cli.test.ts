@@ -102,7 +102,7 @@ describe('switchboard CLI, the path a new user walks', () => {
       { mcpServers: { switchboard: { command: 'switchboard', args: ['bridge', '--url', mcpUrl], env: { SWITCHBOARD_AGENT_TOKEN: '${SWITCHBOARD_AGENT_TOKEN}' } } } },
       { mcpServers: { switchboard: { type: 'http', url: mcpUrl, headers: { Authorization: 'Bearer ${SWITCHBOARD_AGENT_TOKEN}' } } } },
     ]);
-    expect(r.out).toContain('  claude --dangerously-load-development-channels server:switchboard\n');
+    expect(r.out).toContain('  claude --dangerously-load-development-channels server:switchboard --allowedTools mcp__switchboard\n');
     expect(r.out).toContain('2.1.80 or later, signed in with a claude.ai account');
     expect(r.out).toContain('`claim_next` with `wait`');
     expect(r.out).toContain(`Guide: ${app.baseUrl}/docs/connect\n`);

@@ -20,10 +20,12 @@ describe('connect instructions', () => {
     });
   });
 
-  it('the launch line names the channel by the server name, with the version and sign-in it needs', () => {
-    expect(c.bridge.launch).toBe('claude --dangerously-load-development-channels server:switchboard');
+  it('the launch line names the channel and allows its tools by the server name, with the version and sign-in it needs', () => {
+    expect(c.bridge.launch).toBe('claude --dangerously-load-development-channels server:switchboard --allowedTools mcp__switchboard');
     const named = connectInstructions({ mcpUrl: URL, slug: SLUG, serverName: 'reviews' });
-    expect(named.bridge.launch).toBe('claude --dangerously-load-development-channels server:reviews');
+    expect(named.bridge.launch).toBe('claude --dangerously-load-development-channels server:reviews --allowedTools mcp__reviews');
+    expect(named.bridge.claudeMcpAdd).toMatch(/^claude mcp add reviews --transport stdio /);
+    expect(named.http.claudeMcpAdd).toMatch(/^claude mcp add reviews --transport http /);
     expect(Object.keys(named.bridge.mcpJson.mcpServers)).toEqual(['reviews']);
     expect(Object.keys(named.http.mcpJson.mcpServers)).toEqual(['reviews']);
     expect(c.bridge.notes.join(' ')).toContain('2.1.80 or later, signed in with a claude.ai account');
@@ -34,10 +36,12 @@ describe('connect instructions', () => {
     const everything = JSON.stringify(c) + connectText(c);
     expect(everything).not.toContain('sbk_');
     expect(everything).toContain(`\${${AGENT_TOKEN_ENV}}`);
-    // The claude mcp add lines let the shell fill the variable in, from the exported value.
-    expect(c.http.claudeMcpAdd).toBe(`claude mcp add --transport http --scope user switchboard ${URL} --header "Authorization: Bearer $SWITCHBOARD_AGENT_TOKEN"`);
+    // The claude mcp add lines let the shell fill the variable in, from the exported value. The
+    // server name comes right after `add`: --env and --header take several values, so a name after
+    // them is not a name (test/claude-code-lines.test.ts runs these lines with the real CLI).
+    expect(c.http.claudeMcpAdd).toBe(`claude mcp add switchboard --transport http --scope user ${URL} --header "Authorization: Bearer $SWITCHBOARD_AGENT_TOKEN"`);
     expect(c.bridge.claudeMcpAdd).toBe(
-      `claude mcp add --transport stdio --scope user --env SWITCHBOARD_AGENT_TOKEN="$SWITCHBOARD_AGENT_TOKEN" switchboard -- switchboard bridge --url ${URL}`,
+      `claude mcp add switchboard --transport stdio --scope user --env SWITCHBOARD_AGENT_TOKEN="$SWITCHBOARD_AGENT_TOKEN" -- switchboard bridge --url ${URL}`,
     );
   });
 
@@ -55,7 +59,7 @@ describe('connect instructions', () => {
 
   it('quotes a URL or name the shell would otherwise split', () => {
     const odd = connectInstructions({ mcpUrl: "https://h/mcp/a b'c", slug: SLUG, serverName: 'my server' });
-    expect(odd.bridge.launch).toBe("claude --dangerously-load-development-channels server:'my server'");
-    expect(odd.http.claudeMcpAdd).toContain(`'my server' 'https://h/mcp/a b'\\''c' --header`);
+    expect(odd.bridge.launch).toBe("claude --dangerously-load-development-channels server:'my server' --allowedTools mcp__my_server");
+    expect(odd.http.claudeMcpAdd).toBe(`claude mcp add 'my server' --transport http --scope user 'https://h/mcp/a b'\\''c' --header "Authorization: Bearer $SWITCHBOARD_AGENT_TOKEN"`);
   });
 });

@@ -68,13 +68,18 @@ export function connectInstructions(input: ConnectInput): ConnectInstructions {
   const url = input.mcpUrl;
   const guideUrl = input.guideUrl ?? CONNECT_GUIDE_PATH;
   const bridgeArgs = ['bridge', '--url', url];
-  const launch = `claude --dangerously-load-development-channels server:${shellWord(name)}`;
+  // Claude Code names a server's tools mcp__<server>__<tool>, the name with every character outside
+  // [A-Za-z0-9_-] as `_` (names it accepts have none), so mcp__<name> allows all of them: a woken
+  // session claims and completes without stopping at a permission prompt.
+  const launch = `claude --dangerously-load-development-channels server:${shellWord(name)} --allowedTools ${shellWord(`mcp__${name.replace(/[^A-Za-z0-9_-]/g, '_')}`)}`;
   return {
     serverName: name,
     bridge: {
       mcpJson: { mcpServers: { [name]: { command: 'switchboard', args: bridgeArgs, env: { [AGENT_TOKEN_ENV]: TOKEN_REF } } } },
+      // The name comes first: `--env` (like `--header`) takes any number of values, so a name
+      // after it is read as one more KEY=value and Claude Code refuses the line.
       claudeMcpAdd:
-        `claude mcp add --transport stdio --scope user --env ${AGENT_TOKEN_ENV}="$${AGENT_TOKEN_ENV}" ${shellWord(name)}` +
+        `claude mcp add ${shellWord(name)} --transport stdio --scope user --env ${AGENT_TOKEN_ENV}="$${AGENT_TOKEN_ENV}"` +
         ` -- switchboard bridge --url ${shellWord(url)}`,
       launch,
       notes: [
@@ -85,7 +90,7 @@ export function connectInstructions(input: ConnectInput): ConnectInstructions {
     },
     http: {
       mcpJson: { mcpServers: { [name]: { type: 'http', url, headers: { Authorization: `Bearer ${TOKEN_REF}` } } } },
-      claudeMcpAdd: `claude mcp add --transport http --scope user ${shellWord(name)} ${shellWord(url)} --header "Authorization: Bearer $${AGENT_TOKEN_ENV}"`,
+      claudeMcpAdd: `claude mcp add ${shellWord(name)} --transport http --scope user ${shellWord(url)} --header "Authorization: Bearer $${AGENT_TOKEN_ENV}"`,
       notes: [
         'Every tool works this way. Claude Code documents channel servers only as local stdio subprocesses, so do not count on doorbells over a direct HTTP connection: use the bridge for them, or pull.',
       ],
