@@ -137,6 +137,50 @@ describe('fail → retry → dead letter', () => {
   });
 });
 
+describe('a transition on a todo no one holds', () => {
+  /** The tool error's text and its structured error. */
+  async function refused(client: Client, name: string, args: Record<string, unknown>): Promise<{ text: string; error: Record<string, unknown> }> {
+    const r = (await client.callTool({ name, arguments: args })) as unknown as { content: { text: string }[]; isError?: boolean; structuredContent: { error: Record<string, unknown> } };
+    expect(r.isError).toBe(true);
+    return { text: r.content[0]!.text, error: r.structuredContent.error };
+  }
+
+  it('says the todo is already finished, or waiting, naming its state, not that the endpoint lost a claim', async () => {
+    const e = await vend();
+    const client = await connect(e);
+    const done = await push(e, 'done once');
+    await call(client, 'claim', { id: done });
+    await call(client, 'complete', { id: done, result: { ok: true } });
+    for (const verb of ['complete', 'fail', 'heartbeat', 'release']) {
+      const { text, error } = await refused(client, verb, { id: done });
+      expect(text).toBe(`conflict: cannot ${verb} todo ${done}: it is already finished (state done), so no claim on it is left`);
+      expect(error).toMatchObject({ code: 'conflict', state: 'done' });
+    }
+
+    app.clock.advance(1000);
+    const dead = (await pushVia(api, e, { title: 'one try', queue: 'reviews', max_attempts: 1 })).id;
+    await call(client, 'claim', { id: dead });
+    await call(client, 'fail', { id: dead });
+    const deadRefusal = await refused(client, 'complete', { id: dead });
+    expect(deadRefusal.text).toBe(`conflict: cannot complete todo ${dead}: it is already finished (state failed, a dead letter), so no claim on it is left`);
+    expect(deadRefusal.error).toMatchObject({ code: 'conflict', state: 'failed' });
+
+    const retrying = await push(e, 'will retry');
+    await call(client, 'claim', { id: retrying });
+    const failed = await call(client, 'fail', { id: retrying });
+    const retryRefusal = await refused(client, 'fail', { id: retrying });
+    expect(retryRefusal.text).toBe(`conflict: cannot fail todo ${retrying}: it already failed (state failed) and waits for its retry at ${failed.next_retry_at}; claim it again then`);
+    expect(retryRefusal.error).toMatchObject({ code: 'conflict', state: 'failed' });
+
+    const released = await push(e, 'handed back');
+    await call(client, 'claim', { id: released });
+    await call(client, 'release', { id: released });
+    const pendingRefusal = await refused(client, 'complete', { id: released });
+    expect(pendingRefusal.text).toMatch(new RegExp(`^conflict: cannot complete todo ${released}: it is pending, so no one holds its claim .*; claim it first$`));
+    expect(pendingRefusal.error).toMatchObject({ code: 'conflict', state: 'pending' });
+  });
+});
+
 describe('competing consumers', () => {
   it('two clients racing for one todo: exactly one wins', async () => {
     const e = await vend();

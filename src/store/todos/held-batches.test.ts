@@ -113,7 +113,7 @@ describe('HeldTransitions', () => {
     // The second call on the todo waited for the statement that took the first.
     expect(statements()).toBe(2);
     expect(once).toMatchObject({ status: 'fulfilled', value: { result: 1 } });
-    expect(twice).toMatchObject({ status: 'rejected', reason: { code: 'conflict', message: `cannot complete todo ${id}: this endpoint does not hold its claim` } });
+    expect(twice).toMatchObject({ status: 'rejected', reason: { code: 'conflict', message: `cannot complete todo ${id}: it is already finished (state done), so no claim on it is left`, details: { state: 'done' } } });
   });
 
   it('heartbeats extend each lease from its own time; fail and release go by kind, not with completes', async () => {

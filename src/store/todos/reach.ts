@@ -28,7 +28,7 @@ export const withinReach = (sql: Sql | TxSql, caller: Caller, id: string, opts: 
 /**
  * Explains why a conditional update on `id` touched nothing, probing only within the caller's
  * endpoint: missing (or another endpoint's) → not_found, queue not granted → forbidden, otherwise
- * the todo exists but is in the wrong state → the conflict the caller describes.
+ * the todo exists but is in the wrong state → the conflict the caller describes, carrying `state`.
  */
 export async function refusal(
   sql: Sql | TxSql,
@@ -40,5 +40,5 @@ export async function refusal(
   const row = await getTodo(sql, caller.endpointId, id, opts);
   if (!row) return notFound(`no todo ${id} on this endpoint`);
   if (!caller.queues.includes(row.queue)) return forbidden(`todo ${id} is in queue "${row.queue}", which this endpoint is not granted`);
-  return conflict(describeConflict(row));
+  return conflict(describeConflict(row), { state: row.state });
 }

@@ -3,7 +3,8 @@ import type { Fragment, Sql, TxSql } from '../../db/connect.ts';
 import type { SwitchboardError } from '../../domain/errors.ts';
 import { retryBackoffSeconds } from '../../domain/lifecycle.ts';
 import { refusal, withinReach, type Caller } from './reach.ts';
-import { todoMetaColumns, type TodoMetaRow } from './row.ts';
+import { isDead, todoMetaColumns, type TodoMetaRow } from './row.ts';
+import { rfc3339 } from '../../domain/time.ts';
 
 export type Transition = 'heartbeat' | 'complete' | 'fail' | 'release';
 
@@ -122,14 +123,29 @@ export async function transitionHeldTodos(sql: Sql, caller: Caller, what: Transi
   return byCall;
 }
 
-/** Why a transition of `id` touched nothing: the caller's claim is gone, never was, or its fence is wrong. */
+/**
+ * Why a transition of `id` touched nothing: the todo is finished or waiting (its state says which),
+ * another agent holds it, or the fence is wrong. A conflict carrying `state` (reach.ts).
+ */
 export function heldRefusal(sql: Sql, caller: Caller, id: string, what: Transition): Promise<SwitchboardError> {
   return refusal(sql, caller, id, (current) => {
-    if (current.state === 'canceled') return `cannot ${what} todo ${id}: it was canceled, so this endpoint no longer holds its claim`;
-    if (current.state !== 'claimed' || current.owner !== caller.owner) return `cannot ${what} todo ${id}: this endpoint does not hold its claim`;
+    const cannot = `cannot ${what} todo ${id}`;
+    switch (current.state) {
+      case 'canceled':
+        return `${cannot}: it was canceled, so this endpoint no longer holds its claim`;
+      case 'done':
+        return `${cannot}: it is already finished (state done), so no claim on it is left`;
+      case 'failed':
+        return isDead(current)
+          ? `${cannot}: it is already finished (state failed, a dead letter), so no claim on it is left`
+          : `${cannot}: it already failed (state failed) and waits for its retry at ${rfc3339(current.next_retry_at)}; claim it again then`;
+      case 'pending':
+        return `${cannot}: it is pending, so no one holds its claim (a lapsed lease or a release hands a todo back); claim it first`;
+    }
+    if (current.owner !== caller.owner) return `${cannot}: another agent holds its claim`;
     return current.lease_token_hash
-      ? `cannot ${what} todo ${id}: its claim is fenced and lease_token is missing or wrong`
-      : `cannot ${what} todo ${id}: its claim is not fenced, so pass no lease_token`;
+      ? `${cannot}: its claim is fenced and lease_token is missing or wrong`
+      : `${cannot}: its claim is not fenced, so pass no lease_token`;
   });
 }
 
