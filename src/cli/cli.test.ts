@@ -185,9 +185,18 @@ describe('switchboard CLI errors and exit codes', () => {
     expect(unknown.code).toBe(2);
     const missingArg = await run(['todo', 'push']);
     expect(missingArg.code).toBe(2);
-    const badPayload = await run(['todo', 'push', 'x', 't', '--payload', '{nope'], { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: 'sbp_x' });
+    // A payload that is not JSON names --payload once, as its field, then where the text came from.
+    const creds = { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: 'sbp_x' };
+    const badPayload = await run(['todo', 'push', 'x', 't', '--payload', '{nope'], creds);
     expect(badPayload.code).toBe(2);
-    expect(badPayload.err).toMatch(/^switchboard: --payload: --payload is not valid JSON/);
+    expect(badPayload.err).toMatch(/^switchboard: --payload: is not valid JSON \(.+\)\n$/);
+    const badFile = join(home, 'not-json.json');
+    await writeFile(badFile, '{nope');
+    const fromFile = await run(['todo', 'push', 'x', 't', '--payload', `@${badFile}`], creds);
+    expect(fromFile).toMatchObject({ code: 2, err: expect.stringMatching(new RegExp(`^switchboard: --payload: ${badFile} is not valid JSON \\(`)) });
+    const fromStdin = await run(['todo', 'push', 'x', 't', '--payload', '@-'], creds, '{nope');
+    expect(fromStdin).toMatchObject({ code: 2, err: expect.stringMatching(/^switchboard: --payload: stdin is not valid JSON \(/) });
+    for (const r of [badPayload, fromFile, fromStdin]) expect(r.err.split('--payload').length - 1).toBe(1);
     const badToken = await run(['endpoint', 'list'], { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: 'sbp_wrong' });
     expect(badToken).toMatchObject({ code: 1, out: '' });
     expect(badToken.err).toMatch(/^switchboard: .*\(unauthenticated\)\n$/);

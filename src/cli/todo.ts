@@ -8,22 +8,23 @@ import { printJson, printTable, usageError } from './output.ts';
 /** `--payload` takes inline JSON, `@path`, or `@-` for stdin. */
 async function readPayload(ctx: CliContext, raw: string): Promise<unknown> {
   let text = raw;
-  let from = '--payload';
+  // Where the text came from, when not inline: the message names --payload once, as its field.
+  let from = '';
   if (raw === '@-' || raw === '-') {
     text = await ctx.readStdin();
-    from = 'stdin';
+    from = 'stdin ';
   } else if (raw.startsWith('@')) {
     try {
       text = await readFile(raw.slice(1), 'utf8');
     } catch (e) {
       throw usageError(`--payload: cannot read ${raw.slice(1)}: ${(e as Error).message}`);
     }
-    from = raw.slice(1);
+    from = `${raw.slice(1)} `;
   }
   try {
     return JSON.parse(text);
   } catch (e) {
-    throw usageError(`--payload: ${from} is not valid JSON (${(e as Error).message})`);
+    throw usageError(`--payload: ${from}is not valid JSON (${(e as Error).message})`);
   }
 }
 
