@@ -288,6 +288,24 @@ describe('switchboard doctor', () => {
     expect(JSON.parse(plain.out)).toMatchObject({ credentials: { live: true }, server: { healthy: true, warning: null }, endpoints: [], failed: [] });
   });
 
+  it('reports a revoked endpoint by its state, with no presence: null in --json, - in the table', async () => {
+    await run(['admin', 'human', 'add', 'doc4']);
+    const env = { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: (await run(['admin', 'token', 'create', 'doc4'])).out.trim() };
+    const live = JSON.parse((await run(['endpoint', 'vend', 'still-here', '--json'], env)).out) as { slug: string };
+    const gone = JSON.parse((await run(['endpoint', 'vend', 'gone', '--json'], env)).out) as { slug: string };
+    expect((await run(['endpoint', 'revoke', gone.slug, '-y'], env)).code).toBe(0);
+    const json = await run(['doctor', '--json'], env);
+    expect(json.code, json.err).toBe(0);
+    const listed = (JSON.parse(json.out) as { endpoints: { slug: string }[] }).endpoints;
+    expect(listed.find((e) => e.slug === gone.slug)).toEqual({ slug: gone.slug, state: 'revoked', presence: null, sessions: 0, unheard_sessions: 0 });
+    expect(listed.find((e) => e.slug === live.slug)).toMatchObject({ state: 'active', presence: 'in' });
+    const text = await run(['doctor'], env);
+    expect(text.out).toMatch(new RegExp(`${gone.slug}\\s+revoked\\s+-\\s+0\\s+0`));
+    expect(text.out).toMatch(new RegExp(`${live.slug}\\s+active\\s+in\\s+0\\s+0`));
+    const list = await run(['endpoint', 'list'], env);
+    expect(list.out).toMatch(new RegExp(`${gone.slug}\\s+gone\\s+revoked\\s+-\\s`));
+  });
+
   it('exits 1 when /healthz fails, naming it, though every other check passes', async () => {
     await run(['admin', 'human', 'add', 'doc3']);
     const token = (await run(['admin', 'token', 'create', 'doc3'])).out.trim();

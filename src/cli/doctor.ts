@@ -5,6 +5,7 @@ import type { DoorbellTestReport, DoorbellTestStarted, EndpointView, HealthView,
 import { ApiClient, ApiError } from './client.ts';
 import type { CliContext } from './context.ts';
 import { loadCredentials } from './credentials.ts';
+import { reportedPresence } from './endpoint.ts';
 import { CliError, EXIT_FAILURE, printJson, printTable, processIo, usageError } from './output.ts';
 
 /** `60`, `60s`, `2m`, `1m30s` → seconds, within the self-test's 10-300 s. */
@@ -99,14 +100,15 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
 
       // 3. Endpoints with their sessions.
       const endpoints = await api.get<EndpointView[]>('/endpoints');
-      out.endpoints = endpoints.map((e) => ({ slug: e.slug, state: e.state, presence: e.presence.presence, sessions: e.sessions, unheard_sessions: e.unheard_sessions }));
+      // A revoked endpoint reports its state and no presence (null; '-' in the table).
+      out.endpoints = endpoints.map((e) => ({ slug: e.slug, state: e.state, presence: reportedPresence(e)?.presence ?? null, sessions: e.sessions, unheard_sessions: e.unheard_sessions }));
       if (!opts.json) {
         if (endpoints.length === 0) io.out('No endpoints.\n');
         else {
           printTable(
             io,
             ['ENDPOINT', 'STATE', 'PRESENCE', 'SESSIONS', 'UNHEARD'],
-            endpoints.map((e) => [e.slug, e.state, e.state === 'active' ? e.presence.presence : '-', e.sessions, e.unheard_sessions]),
+            endpoints.map((e) => [e.slug, e.state, reportedPresence(e)?.presence ?? '-', e.sessions, e.unheard_sessions]),
           );
           io.out('(sessions on every instance)\n');
         }
@@ -115,7 +117,7 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
       // self-test's verdict decides the exit code and the listing only warns.
       const warnings: string[] = [];
       for (const e of endpoints) {
-        if (e.state === 'active' && e.presence.presence === 'in' && e.unheard_sessions > 0) {
+        if (reportedPresence(e)?.presence === 'in' && e.unheard_sessions > 0) {
           const problem = `${e.slug} has ${e.unheard_sessions} unheard session(s): doorbells reach them but nothing acts on them (run switchboard doctor ${e.slug})`;
           if (ref === undefined) fail(problem);
           else {

@@ -9,6 +9,12 @@ import type { CliContext } from './context.ts';
 import { loadCredentials } from './credentials.ts';
 import { CliError, printJson, printTable, usageError, type Io } from './output.ts';
 
+/**
+ * An endpoint's presence as the CLI reports it: none for a revoked endpoint, which is never rung
+ * (its state says all; the API still computes one). Tables print '-', JSON null.
+ */
+export const reportedPresence = (e: Pick<EndpointView, 'state' | 'presence'>): EndpointView['presence'] | null => (e.state === 'active' ? e.presence : null);
+
 /** `in (shift) until ...`: presence and source in the API's words (domain/presence-words.ts). */
 const describePresence = (p: Pick<PresenceView, 'presence' | 'source' | 'until'>) => `${presenceWithSource(p)}${p.until ? ` until ${p.until}` : ''}`;
 
@@ -51,6 +57,7 @@ function printVend(io: Io, v: VendResult): void {
 }
 
 function printEndpoint(io: Io, e: EndpointView): void {
+  const presence = reportedPresence(e);
   const rows: [string, string][] = [
     ['Slug', e.slug],
     ['Id', e.id],
@@ -61,7 +68,7 @@ function printEndpoint(io: Io, e: EndpointView): void {
     ['MCP URL', e.mcp_url],
     ['Created', e.created_at],
     ['Last seen', e.last_seen_at ?? 'never'],
-    ['Presence', e.state === 'active' ? `${describePresence(e.presence)}: ${presenceReason(e.presence)}` : '-'],
+    ['Presence', presence ? `${describePresence(presence)}: ${presenceReason(presence)}` : '-'],
     ['Shift', e.shift ?? 'none'],
   ];
   if (e.revoked_at) rows.push(['Revoked', e.revoked_at]);
@@ -106,14 +113,10 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
       printTable(
         ctx.io,
         ['SLUG', 'AGENT', 'STATE', 'PRESENCE', 'QUEUES', 'LAST SEEN'],
-        rows.map((e) => [
-          e.slug,
-          e.agent_name,
-          e.state,
-          e.state === 'active' ? describePresence(e.presence) : '-',
-          e.queues.join(','),
-          e.last_seen_at ?? 'never',
-        ]),
+        rows.map((e) => {
+          const presence = reportedPresence(e);
+          return [e.slug, e.agent_name, e.state, presence ? describePresence(presence) : '-', e.queues.join(','), e.last_seen_at ?? 'never'];
+        }),
       );
     });
 
