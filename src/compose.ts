@@ -55,14 +55,14 @@ export interface ServiceOptions {
 export function buildServices(base: ServiceBase, opts: ServiceOptions) {
   const { config, baseUrl } = opts;
   const sessions = new SessionRegistry(base.clock);
-  const directory = new SessionDirectory(base, sessions, { maxPerEndpoint: config.sessionsPerEndpoint });
+  const directory = new SessionDirectory(base, sessions, { maxPerEndpoint: config.sessionsPerEndpoint, idleMs: config.sessionIdleMs });
   const metrics = new Metrics({
     unheardSessions: (): number => sessions.unheardCount(),
     queueStats: () => queueStats(base),
   });
   const credentials = new EndpointCredentials(base);
   const box = new SecretBox(config.secretEncryptionKey);
-  const acks = new DoorbellAcks(base, metrics, sessions, (): Promise<void> => directory.flush());
+  const acks = new DoorbellAcks(base, metrics, sessions, directory);
   const hooks = new NotifyHooks(base, box, metrics, {
     allowHttp: config.pushAllowHttp,
     allow: config.notifyHookAllow,

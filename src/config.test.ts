@@ -66,6 +66,14 @@ describe('loadConfig', () => {
     expect(loadConfig({ SWITCHBOARD_METRICS_TOKEN: 'x'.repeat(32) }).metricsToken).toBe('x'.repeat(32));
   });
 
+  it('ends a session with no stream and no call after 5 minutes by default; SWITCHBOARD_SESSION_IDLE takes 1m to 24h', () => {
+    expect(loadConfig({}).sessionIdleMs).toBe(5 * 60_000);
+    expect(loadConfig({ SWITCHBOARD_SESSION_IDLE: '90s' }).sessionIdleMs).toBe(90_000);
+    expect(loadConfig({ SWITCHBOARD_SESSION_IDLE: '24h' }).sessionIdleMs).toBe(24 * 3_600_000);
+    expect(fails({ SWITCHBOARD_SESSION_IDLE: '30s' }).message).toContain('between 1m and 24h');
+    expect(fails({ SWITCHBOARD_SESSION_IDLE: 'idle' }).variable).toBe('SWITCHBOARD_SESSION_IDLE');
+  });
+
   it('keeps finished rows 30 days by default; SWITCHBOARD_RETENTION takes a duration of at least 1h', () => {
     expect(loadConfig({}).retentionMs).toBe(30 * 24 * 3_600_000);
     expect(loadConfig({ SWITCHBOARD_RETENTION: '168h' }).retentionMs).toBe(7 * 24 * 3_600_000);
@@ -99,6 +107,7 @@ describe('loadConfig', () => {
     ['SWITCHBOARD_DOORBELL_ACK_WINDOW', { SWITCHBOARD_DOORBELL_ACK_WINDOW: '30s' }],
     ['SWITCHBOARD_DOORBELL_ACK_WINDOW', { SWITCHBOARD_DOORBELL_ACK_WINDOW: '7h' }],
     ['SWITCHBOARD_DOORBELL_ACK_WINDOW', { SWITCHBOARD_DOORBELL_ACK_WINDOW: 'soon' }],
+    ['SWITCHBOARD_SESSION_IDLE', { SWITCHBOARD_SESSION_IDLE: '25h' }],
     ['SWITCHBOARD_METRICS_TOKEN', { SWITCHBOARD_METRICS_TOKEN: 'short' }],
     ['SWITCHBOARD_SECRET_ENCRYPTION_KEY', { SWITCHBOARD_SECRET_ENCRYPTION_KEY: 'abcd' }],
     ['SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS', { SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS: '10.0.0.0/33' }],

@@ -50,6 +50,8 @@ export interface Config {
   logFormat: LogFormat;
   /** How long a ring may wait for an acknowledgement before it is unheard. */
   doorbellAckWindowMs: number;
+  /** An MCP session with no open stream and no call for this long ends (SWITCHBOARD_SESSION_IDLE). */
+  sessionIdleMs: number;
   /** The scrape credential for GET /metrics; undefined keeps /metrics closed. */
   metricsToken: string | undefined;
   /** AES-256-GCM key for webhook signing secrets at rest; null keeps them as plaintext. */
@@ -144,11 +146,14 @@ function parseTrustedProxies(raw: string | undefined): string[] {
   return entries;
 }
 
-/** A window in the one duration grammar: `15m`, `1h`, `1h30m`. */
-function parseWindow(variable: string, raw: string, minMs: number, maxMs: number): number {
+/** An MCP session with no open stream and no call for this long is dead and ends (SWITCHBOARD_SESSION_IDLE). */
+export const SESSION_IDLE_DEFAULT_MS = 5 * 60_000;
+
+/** A window in the one duration grammar (`15m`, `1h`, `1h30m`), between `min` and `max` (written the same way). */
+function parseWindow(variable: string, raw: string, min: string, max: string): number {
   const ms = parseDuration(raw);
   if (ms === null) throw new ConfigError(variable, `must be a duration like 15m, 1h or 1h30m, got ${JSON.stringify(raw)}`);
-  if (ms < minMs || ms > maxMs) throw new ConfigError(variable, `must be between 1m and 6h, got ${raw}`);
+  if (ms < parseDuration(min)! || ms > parseDuration(max)!) throw new ConfigError(variable, `must be between ${min} and ${max}, got ${raw}`);
   return ms;
 }
 
@@ -191,7 +196,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
 
   const ackWindowRaw = nonEmpty('SWITCHBOARD_DOORBELL_ACK_WINDOW');
-  const doorbellAckWindowMs = ackWindowRaw ? parseWindow('SWITCHBOARD_DOORBELL_ACK_WINDOW', ackWindowRaw, 60_000, 6 * 3_600_000) : 15 * 60_000;
+  const doorbellAckWindowMs = ackWindowRaw ? parseWindow('SWITCHBOARD_DOORBELL_ACK_WINDOW', ackWindowRaw, '1m', '6h') : 15 * 60_000;
+  const sessionIdleRaw = nonEmpty('SWITCHBOARD_SESSION_IDLE');
+  const sessionIdleMs = sessionIdleRaw ? parseWindow('SWITCHBOARD_SESSION_IDLE', sessionIdleRaw, '1m', '24h') : SESSION_IDLE_DEFAULT_MS;
 
   const metricsToken = nonEmpty('SWITCHBOARD_METRICS_TOKEN');
   if (metricsToken !== undefined) {
@@ -248,6 +255,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: levelRaw as LogLevel,
     logFormat: formatRaw as LogFormat,
     doorbellAckWindowMs,
+    sessionIdleMs,
     metricsToken,
     secretEncryptionKey,
     pushAllowHttp: allowHttpRaw === '1' || allowHttpRaw === 'true',

@@ -70,9 +70,11 @@ function withSecurityHeaders(reply: FastifyReply, https: boolean): FastifyReply 
 /** The fastify instance with every surface mounted on the instance's services. */
 export function buildServer(s: Services, web: WebOptions): FastifyInstance {
   const { clock, log } = s.base;
-  /** The cluster's sessions of each endpoint, and how many of them are unheard. */
+  /** The cluster's live sessions of each endpoint, how many of them are unheard, and how many idle ones ended. */
   const sessionCounts = async (endpointIds: readonly string[]) =>
-    new Map([...(await s.directory.countsOf(endpointIds))].map(([id, c]) => [id, { sessions: c.sessions, unheard_sessions: c.unheard }]));
+    new Map(
+      [...(await s.directory.countsOf(endpointIds))].map(([id, c]) => [id, { sessions: c.sessions, unheard_sessions: c.unheard, idle_sessions_ended: c.idleEnded }]),
+    );
   // One bucket per client address for failed authentications, across /api/v1, the board and /mcp.
   const authFailures = new AuthFailures(clock, web.authFailureLimit);
   const https = () => web.baseUrl().startsWith('https://');

@@ -67,6 +67,7 @@ describe('POST /api/v1/endpoints', () => {
       shift: null,
       sessions: 0,
       unheard_sessions: 0,
+      idle_sessions_ended: 0,
       token: b.token,
       mcp_json: b.mcp_json,
       mcp_json_bridge: b.mcp_json_bridge,

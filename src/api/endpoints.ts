@@ -16,7 +16,10 @@ import { endpointListSchema, endpointViewSchema, revokeResultSchema, vendResultS
 export interface SessionCountView {
   sessions: number;
   unheard_sessions: number;
+  idle_sessions_ended: number;
 }
+
+const NO_SESSIONS: SessionCountView = { sessions: 0, unheard_sessions: 0, idle_sessions_ended: 0 };
 
 export interface EndpointRouteDeps {
   clock: Clock;
@@ -31,7 +34,7 @@ export function endpointOut(
   e: Endpoint,
   baseUrl: string,
   now: Date,
-  counts: { sessions: number; unheard_sessions: number } = { sessions: 0, unheard_sessions: 0 },
+  counts: SessionCountView = NO_SESSIONS,
 ): EndpointView {
   const eff = effective(inputsOf(e), now);
   return {
@@ -49,6 +52,7 @@ export function endpointOut(
     shift: e.shift,
     sessions: counts.sessions,
     unheard_sessions: counts.unheard_sessions,
+    idle_sessions_ended: counts.idle_sessions_ended,
   };
 }
 
@@ -65,7 +69,6 @@ export function registerEndpointRoutes(api: FastifyInstance, deps: EndpointRoute
   const { clock, endpoints } = deps;
   const base = deps.baseUrl;
   const countsOf = async (endpointIds: readonly string[]) => (await deps.sessionCounts?.(endpointIds)) ?? new Map<string, SessionCountView>();
-  const noSessions: SessionCountView = { sessions: 0, unheard_sessions: 0 };
   const human = (req: FastifyRequest) => req.human!;
   const ref = (req: FastifyRequest) => (req.params as { ref: string }).ref;
 
@@ -96,13 +99,13 @@ export function registerEndpointRoutes(api: FastifyInstance, deps: EndpointRoute
   api.get('/endpoints', doc({ tag: 'endpoints', summary: 'Your endpoints, with presence and the cluster\'s session counts', ok: { status: 200, description: 'An array of endpoints' }, response: endpointListSchema }), async (req): Promise<EndpointView[]> => {
     const rows = await endpoints.listOwn(human(req).id);
     const counts = await countsOf(rows.map((e) => e.id));
-    return rows.map((e) => endpointOut(e, base(), clock.now(), counts.get(e.id) ?? noSessions));
+    return rows.map((e) => endpointOut(e, base(), clock.now(), counts.get(e.id) ?? NO_SESSIONS));
   });
 
   api.get('/endpoints/:ref', doc({ tag: 'endpoints', summary: 'One of your endpoints', ok: { status: 200, description: 'The endpoint' }, response: endpointViewSchema }), async (req): Promise<EndpointView> => {
     const e = await endpoints.requireOwn(human(req).id, ref(req));
     const counts = await countsOf([e.id]);
-    return endpointOut(e, base(), clock.now(), counts.get(e.id) ?? noSessions);
+    return endpointOut(e, base(), clock.now(), counts.get(e.id) ?? NO_SESSIONS);
   });
 
   api.post('/endpoints/:ref/revoke', doc({ tag: 'endpoints', summary: 'Revoke an endpoint: its credential stops working and its live todos are dead-lettered', ok: { status: 200, description: 'The endpoint and `todos_dead_lettered`' }, response: revokeResultSchema }), async (req): Promise<RevokeResult> => {

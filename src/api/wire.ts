@@ -53,8 +53,9 @@ export const endpointViewSchema = z
         '`in` or `out`, and what decides it: `default` (no shift, no override), `shift`, `agent` or `operator` (an override). "On shift" means source `shift` and presence `in`, nothing else.',
       ),
     shift: z.string().nullable(),
-    sessions: count.describe('Sessions attached across the cluster'),
+    sessions: count.describe('Live sessions across the cluster: a stream open, or a call within SWITCHBOARD_SESSION_IDLE'),
     unheard_sessions: count,
+    idle_sessions_ended: count.describe('Sessions ended for idleness (no stream, no call for SWITCHBOARD_SESSION_IDLE) since the endpoint was vended'),
   })
   .meta({ id: 'EndpointView', description: 'One of your endpoints' });
 export type EndpointView = z.output<typeof endpointViewSchema>;

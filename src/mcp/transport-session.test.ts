@@ -64,28 +64,35 @@ describe('DELETE and other methods', () => {
 });
 
 describe('idle expiry', () => {
-  it('expires a session after 30 idle minutes across the cluster, but not one with an open stream or one touched 29 minutes ago', async () => {
+  it('ends a session with no stream and no call for 5 minutes across the cluster, streamed once or not; not one with an open stream or one used 4 minutes ago', async () => {
     const ep = await vend();
     const { sid: idle } = await initialize(ep);
     const { sid: streaming } = await initialize(ep);
     const { sid: recent } = await initialize(ep);
     await openStream(ep, streaming);
-    // `recent` had a stream once (it closed): the full idle window applies to it.
-    const once = await openStream(ep, recent);
-    await until(async () => (await app.services.directory.sessionsOf(ep.id)).some((s) => s.id === recent && s.stream_instance !== null), 'its stream named');
+    // `idle` had a stream once (it closed, as when a proxy or an inspector exits without DELETE).
+    const once = await openStream(ep, idle);
+    await until(async () => (await app.services.directory.sessionsOf(ep.id)).some((s) => s.id === idle && s.stream_instance !== null), 'its stream named');
     once.abort();
-    await until(async () => (await app.services.directory.sessionsOf(ep.id)).some((s) => s.id === recent && s.stream_instance === null), 'its stream gone');
+    await until(async () => (await app.services.directory.sessionsOf(ep.id)).some((s) => s.id === idle && s.stream_instance === null), 'its stream gone');
+    await app.services.directory.flush();
 
     app.clock.advance(60_000);
     expect((await rpc(ep, recent, 'ping')).result).toEqual({}); // touched at t+1 min
-    app.clock.advance(29 * 60_000); // idle: 30 min; recent: 29 min; streaming: open
+    app.clock.advance(4 * 60_000); // idle: 5 min; recent: 4 min; streaming: open
+    await app.services.directory.flush();
 
+    // Dead before the janitor runs: no longer counted or listed as live.
     const live = async () => (await app.services.directory.sessionsOf(ep.id)).map((s) => s.id);
-    await app.services.directory.expireIdle();
-    expect(await live()).not.toContain(idle);
     expect(await live()).toEqual(expect.arrayContaining([streaming, recent]));
+    expect(await live()).not.toContain(idle);
+    expect((await app.services.directory.countsOf([ep.id])).get(ep.id)).toMatchObject({ sessions: 2, streams: 1, idleEnded: 0 });
+
+    expect(await app.services.directory.expireIdle()).toBe(1);
     expect(sessionById(idle)).toBeUndefined();
+    expect((await db.sql`select 1 from mcp_sessions where id = ${idle}`).length).toBe(0);
     expectRpcError(await mcp(ep, 'POST', { body: request('ping'), sid: idle }), 404, -32001);
+    expect((await app.services.directory.countsOf([ep.id])).get(ep.id)).toMatchObject({ sessions: 2, idleEnded: 1 });
 
     // That 404 is no request on any live session; a minute later the recent one has idled out too.
     app.clock.advance(60_000);
@@ -93,6 +100,7 @@ describe('idle expiry', () => {
     expect(await live()).toEqual([streaming]);
     expect(sessionById(recent)).toBeUndefined();
     expect((await rpc(ep, streaming, 'ping')).result).toEqual({});
+    expect((await app.services.directory.countsOf([ep.id])).get(ep.id)).toMatchObject({ sessions: 1, streams: 1, idleEnded: 2 });
   });
 
   it('ends a session that never opened a stream after 5 idle minutes, but not one used 4 minutes ago', async () => {

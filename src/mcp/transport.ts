@@ -198,6 +198,9 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
         }
         return reply.code(202).send();
       }
+      // A client that lists or calls tools is an agent's, not a proxy's probe, which initializes,
+      // opens a stream and sends nothing else (mcp-remote's; domain/doorbell-choice.ts).
+      if (incoming.message.method.startsWith('tools/')) session.calledTool = true;
       // Ended by a cancel, the session's end, or (below) the client going away before its answer.
       const call = deps.calls.begin(session.id, incoming.message.id);
       const gone = () => {

@@ -1,20 +1,23 @@
 import type { ServerResponse } from 'node:http';
 import { ulid } from 'ulidx';
+import { SESSION_IDLE_DEFAULT_MS } from '../config.ts';
 import { SwitchboardError } from '../domain/errors.ts';
 import { settleWithin } from '../lib/timeout.ts';
 import { VERSION } from '../lib/version.ts';
 import type { ClientInfo, Session, SessionEndpoint, SessionRegistry } from '../sessions/registry.ts';
-import { SESSION_IDLE_MS, SESSIONS_PER_ENDPOINT_DEFAULT } from '../sessions/registry.ts';
+import { SESSIONS_PER_ENDPOINT_DEFAULT } from '../sessions/registry.ts';
 import {
   attachSessionStream,
   deleteSession,
   detachSessionStream,
+  choiceFactsOf,
   expireIdleSessionsUnscoped,
   findSession,
   insertSession,
   recordSessionActivity,
   sessionCountsOf,
   sessionsOfEndpoints,
+  type SessionChoiceFacts,
   type SessionCounts,
   type SessionRow,
 } from '../store/sessions.ts';
@@ -22,8 +25,6 @@ import { heartbeatInstance, reapDeadInstancesUnscoped, removeInstance } from '..
 import type { ServiceBase } from './base.ts';
 import type { WakeupHandlers } from './wakeups.ts';
 
-/** A session that never opened its stream, idle this long, ends: it could never be rung. */
-export const STREAMLESS_IDLE_MS = 5 * 60_000;
 /** A copy confirmed live this recently is used without asking the directory. */
 export const SESSION_CACHE_MS = 5_000;
 /** How often an instance writes the activity it saw (last seen, acknowledgements) to the directory. */
@@ -35,6 +36,8 @@ const STOP_WRITE_TIMEOUT_MS = 2_000;
 
 export interface SessionDirectoryOptions {
   maxPerEndpoint?: number;
+  /** No stream and no call for this long: the session is dead and ends everywhere. */
+  idleMs?: number;
 }
 
 /**
@@ -47,6 +50,7 @@ export interface SessionDirectoryOptions {
 export class SessionDirectory {
   readonly instanceId = `i_${ulid()}`;
   readonly #maxPerEndpoint: number;
+  readonly #idleMs: number;
   #onFirstCopy: (endpointId: string) => Promise<void> = async () => {};
   #timers: NodeJS.Timeout[] = [];
   #reads = 0;
@@ -67,6 +71,7 @@ export class SessionDirectory {
     opts: SessionDirectoryOptions = {},
   ) {
     this.#maxPerEndpoint = opts.maxPerEndpoint ?? SESSIONS_PER_ENDPOINT_DEFAULT;
+    this.#idleMs = opts.idleMs ?? SESSION_IDLE_DEFAULT_MS;
     // A stream replaced by a newer one here, or ended with its session, names nothing to clear:
     // look once the registry has finished (attachStream sets the new stream after closing the old).
     registry.on('streamClosed', (s) =>
@@ -119,8 +124,8 @@ export class SessionDirectory {
     }
     if (copy) {
       copy.verifiedAt = now;
-      copy.unheard = row.unheard;
       copy.initialized ||= row.initialized;
+      takeChoiceFacts(copy, { unheard: row.unheard, lastAckAt: row.last_ack_at, calledTool: row.called_tool });
       return copy;
     }
     if (this.registry.peek(id)) return undefined;
@@ -132,6 +137,8 @@ export class SessionDirectory {
       clientInfo: { name: row.client_name, version: row.client_version },
       initialized: row.initialized,
       unheard: row.unheard,
+      lastAckAt: row.last_ack_at,
+      calledTool: row.called_tool,
     });
     if (firstOfEndpoint) await this.#onFirstCopy(endpoint.id);
     return adopted;
@@ -167,21 +174,47 @@ export class SessionDirectory {
     await deleteSession(this.base.sql, session.id);
   }
 
-  /** Every session of an endpoint, as the cluster sees it, oldest first. */
-  sessionsOf(endpointId: string): Promise<SessionRow[]> {
-    return sessionsOfEndpoints(this.base.sql, [endpointId]);
+  /** Every live session of an endpoint, as the cluster sees it, oldest first. */
+  async sessionsOf(endpointId: string): Promise<SessionRow[]> {
+    return (await this.sessionsOfEach([endpointId])).get(endpointId) ?? [];
   }
 
-  /** Every session of each endpoint, as the cluster sees it, oldest first. */
+  /**
+   * Every live session of each endpoint, as the cluster sees it, oldest first: one with no stream
+   * and no call for the idle time is dead (the janitor ends it within a minute) and not listed.
+   */
   async sessionsOfEach(endpointIds: readonly string[]): Promise<Map<string, SessionRow[]>> {
     const out = new Map<string, SessionRow[]>(endpointIds.map((id) => [id, []]));
-    for (const row of await sessionsOfEndpoints(this.base.sql, endpointIds)) out.get(row.endpoint_id)?.push(row);
+    const idleSince = this.#idleSince().getTime();
+    for (const row of await sessionsOfEndpoints(this.base.sql, endpointIds)) {
+      if (row.stream_instance !== null || row.last_seen_at.getTime() > idleSince) out.get(row.endpoint_id)?.push(row);
+    }
     return out;
   }
 
-  /** Per endpoint: sessions, live streams and unheard sessions across the cluster. */
+  /** Per endpoint: live sessions, live streams and unheard sessions across the cluster, and idle sessions ended. */
   countsOf(endpointIds: readonly string[]): Promise<Map<string, SessionCounts>> {
-    return sessionCountsOf(this.base.sql, endpointIds);
+    return sessionCountsOf(this.base.sql, endpointIds, this.#idleSince());
+  }
+
+  /**
+   * The directory's unheard marks and choice facts (last acknowledgement, a tool called) for the
+   * copies held here, which another instance may have changed (a claim answered elsewhere).
+   */
+  async refreshChoiceFacts(): Promise<void> {
+    const here = this.registry.all();
+    const facts = await choiceFactsOf(
+      this.base.sql,
+      here.map((s) => ({ id: s.id, endpointId: s.endpoint.id })),
+    );
+    for (const s of here) {
+      const f = facts.get(s.id);
+      if (f) takeChoiceFacts(s, f);
+    }
+  }
+
+  #idleSince(): Date {
+    return new Date(this.base.clock.now().getTime() - this.#idleMs);
   }
 
   /** Writes the activity seen here since the last flush (last seen, acknowledgements, initialized). */
@@ -189,7 +222,7 @@ export class SessionDirectory {
     this.#flushing = this.#flushing.then(async () => {
       const dirty = this.registry.all().filter((s) => s.dirty);
       if (dirty.length === 0) return;
-      const batch = dirty.map((s) => ({ id: s.id, seenAt: s.lastActivityAt, ackedAt: s.ackedAt, initialized: s.initialized }));
+      const batch = dirty.map((s) => ({ id: s.id, seenAt: s.lastActivityAt, ackedAt: s.ackedAt, initialized: s.initialized, calledTool: s.calledTool }));
       for (const s of dirty) {
         s.dirty = false;
         s.ackedAt = null;
@@ -210,13 +243,12 @@ export class SessionDirectory {
   }
 
   /**
-   * Ends sessions idle across the cluster for the idle window (STREAMLESS_IDLE_MS for one that
-   * never opened a stream), and forgets copies idle here.
+   * Ends sessions with no stream and no call across the cluster for the idle time (counted on
+   * their endpoints), and forgets copies idle here.
    */
   async expireIdle(): Promise<number> {
     await this.flush();
-    const now = this.base.clock.now().getTime();
-    const ended = await expireIdleSessionsUnscoped(this.base.sql, new Date(now - SESSION_IDLE_MS), new Date(now - STREAMLESS_IDLE_MS));
+    const ended = await expireIdleSessionsUnscoped(this.base.sql, this.#idleSince(), this.base.clock.now());
     for (const id of ended) this.#dropCopy(id, 'idle');
     this.registry.expireIdle();
     return ended.length;
@@ -276,4 +308,14 @@ export class SessionDirectory {
   #warn(stage: string, session: Session, err: unknown): void {
     this.base.log.warn({ stage, slug: session.endpoint.slug, session: session.id, err: (err as Error).message }, 'session directory write failed');
   }
+}
+
+/**
+ * A copy takes the directory's facts: the unheard mark as it is there, and the later of two
+ * acknowledgements; a tool called anywhere stays called.
+ */
+function takeChoiceFacts(copy: Session, f: SessionChoiceFacts): void {
+  copy.unheard = f.unheard;
+  if (f.lastAckAt && (!copy.lastAckAt || f.lastAckAt > copy.lastAckAt)) copy.lastAckAt = f.lastAckAt;
+  copy.calledTool ||= f.calledTool;
 }

@@ -38,6 +38,10 @@ export interface Session {
   dirty: boolean;
   /** Its last acknowledgement (a claim or ack_doorbell) on this instance, until flushed. */
   ackedAt: Date | null;
+  /** Its last acknowledgement anywhere, as known here (the doorbell's session choice reads it). */
+  lastAckAt: Date | null;
+  /** It has called a tool since initialize: a proxy's probe never does (domain/doorbell-choice.ts). */
+  calledTool: boolean;
   /** POSTs being handled right now; an open stream also keeps the session alive. */
   inFlight: number;
   stream: OpenStream | null;
@@ -55,6 +59,8 @@ export interface SessionFacts {
   clientInfo: ClientInfo;
   initialized?: boolean;
   unheard?: boolean;
+  lastAckAt?: Date | null;
+  calledTool?: boolean;
 }
 
 interface OpenStream {
@@ -66,7 +72,6 @@ interface OpenStream {
 
 export type WriteVerdict = 'written' | 'no_stream' | 'write_failed';
 
-export const SESSION_IDLE_MS = 30 * 60_000;
 export const KEEPALIVE_MS = SSE_KEEPALIVE_MS;
 /** Live sessions one endpoint may hold across the cluster (SWITCHBOARD_SESSIONS_PER_ENDPOINT). */
 export const SESSIONS_PER_ENDPOINT_DEFAULT = 32;
@@ -133,6 +138,8 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
       verifiedAt: now.getTime(),
       dirty: false,
       ackedAt: null,
+      lastAckAt: facts.lastAckAt ?? null,
+      calledTool: facts.calledTool ?? false,
       inFlight: 0,
       stream: null,
       unflushed: 0,

@@ -1,4 +1,5 @@
 import { ulid } from 'ulidx';
+import type { RingChoiceReason } from '../domain/doorbell-choice.ts';
 import type { Fragment, Sql, TxSql } from '../db/connect.ts';
 
 export type RingKind = 'todo' | 'digest' | 'test';
@@ -16,6 +17,8 @@ export interface NewRing {
   synthetic: boolean;
   windowSeconds: number;
   sentAt: Date;
+  /** Why its session was chosen (domain/doorbell-choice.ts); null on rings recorded before it was kept. */
+  reason?: RingChoiceReason;
 }
 
 /**
@@ -37,11 +40,11 @@ const timelyClaim = (sql: Sql) => sql`
  */
 export async function insertRing(sql: Sql, n: NewRing): Promise<AckedRing | null> {
   const [row] = await sql<{ acked: boolean }[]>`
-    insert into doorbell_rings (ring_id, endpoint_id, session_id, todo_id, kind, queue, synthetic, window_seconds, sent_at, acked_at, ack_via, acked_session_id)
+    insert into doorbell_rings (ring_id, endpoint_id, session_id, todo_id, kind, queue, synthetic, window_seconds, sent_at, reason, acked_at, ack_via, acked_session_id)
     select r.*, c.claimed_at, case when c.claimed_at is not null then 'claim' end, c.claimed_session_id
     from (values (${n.ringId}::text, ${n.endpointId}::uuid, ${n.sessionId}::text, ${n.todoId}::text, ${n.kind}::text, ${n.queue}::text,
-                  ${n.synthetic}::boolean, ${n.windowSeconds}::integer, ${n.sentAt}::timestamptz))
-      as r(ring_id, endpoint_id, session_id, todo_id, kind, queue, synthetic, window_seconds, sent_at)
+                  ${n.synthetic}::boolean, ${n.windowSeconds}::integer, ${n.sentAt}::timestamptz, ${n.reason ?? null}::text))
+      as r(ring_id, endpoint_id, session_id, todo_id, kind, queue, synthetic, window_seconds, sent_at, reason)
     left join lateral (${timelyClaim(sql)}) c on true
     returning acked_at is not null as acked`;
   return row?.acked ? { kind: n.kind, synthetic: n.synthetic, late: false, unheardNow: false } : null;

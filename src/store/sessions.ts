@@ -15,6 +15,10 @@ export interface SessionRow {
   /** The live instance holding its GET stream, or null. */
   stream_instance: string | null;
   unheard: boolean;
+  /** When it last acknowledged a ring anywhere (flushed by the instance that saw it). */
+  last_ack_at: Date | null;
+  /** It has called a tool since initialize (flushed like last_seen_at). */
+  called_tool: boolean;
 }
 
 export interface NewSession {
@@ -32,7 +36,7 @@ const liveStream = (sql: Sql | TxSql) => sql`
 
 const sessionColumns = (sql: Sql | TxSql) => sql`
   s.id, s.endpoint_id, s.protocol_version, s.client_name, s.client_version, s.initialized,
-  s.created_at, s.last_seen_at, ${liveStream(sql)} as stream_instance, s.unheard`;
+  s.created_at, s.last_seen_at, ${liveStream(sql)} as stream_instance, s.unheard, s.last_ack_at, s.called_tool`;
 
 /**
  * Inserts a session. At the endpoint's cap the stream-less session seen longest ago makes room
@@ -82,33 +86,53 @@ export async function sessionsOfEndpoints(sql: Sql, endpointIds: readonly string
 }
 
 export interface SessionCounts {
+  /** Live sessions: a stream open, or a call since `idleSince`. */
   sessions: number;
   streams: number;
   unheard: number;
-}
-
-/** Per endpoint: its sessions, those with a live stream, and those marked unheard. */
-export async function sessionCountsOf(sql: Sql, endpointIds: readonly string[]): Promise<Map<string, SessionCounts>> {
-  if (endpointIds.length === 0) return new Map();
-  const rows = await sql<{ endpoint_id: string; sessions: number; streams: number; unheard: number }[]>`
-    select s.endpoint_id, count(*)::int as sessions, count(${liveStream(sql)})::int as streams,
-           count(*) filter (where s.unheard)::int as unheard
-    from mcp_sessions s where s.endpoint_id = any(${sql.array([...endpointIds])}::uuid[]) group by s.endpoint_id`;
-  return new Map(rows.map((r) => [r.endpoint_id, { sessions: r.sessions, streams: r.streams, unheard: r.unheard }]));
+  /** Sessions the janitor ended for idleness since the endpoint was vended. */
+  idleEnded: number;
 }
 
 /**
- * Which of these sessions (each bound to its endpoint) the directory marks unheard: an instance
- * refreshes its copies' marks with it, whichever instance's sweep set or an acknowledgement cleared them.
+ * Per endpoint: its live sessions (a stream open, or a call since `idleSince`: one idle longer is
+ * dead and about to be ended), those with a live stream, those marked unheard, and how many idle
+ * sessions were ended. An endpoint with no session row still gets its ended count.
  */
-export async function unheardSessionsOf(sql: Sql, sessions: readonly { id: string; endpointId: string }[]): Promise<Set<string>> {
-  if (sessions.length === 0) return new Set();
-  const rows = await sql<{ id: string }[]>`
-    select s.id from mcp_sessions s
+export async function sessionCountsOf(sql: Sql, endpointIds: readonly string[], idleSince: Date): Promise<Map<string, SessionCounts>> {
+  if (endpointIds.length === 0) return new Map();
+  const rows = await sql<{ endpoint_id: string; sessions: number; streams: number; unheard: number; idle_ended: number }[]>`
+    select e.id as endpoint_id, coalesce(c.sessions, 0)::int as sessions, coalesce(c.streams, 0)::int as streams,
+           coalesce(c.unheard, 0)::int as unheard, e.idle_sessions_ended::int as idle_ended
+    from endpoints e
+    left join lateral (
+      select count(*) as sessions, count(l.stream) as streams, count(*) filter (where s.unheard) as unheard
+      from mcp_sessions s cross join lateral (select ${liveStream(sql)} as stream) l
+      where s.endpoint_id = e.id and (l.stream is not null or s.last_seen_at > ${idleSince}::timestamptz)
+    ) c on true
+    where e.id = any(${sql.array([...endpointIds])}::uuid[])`;
+  return new Map(rows.map((r) => [r.endpoint_id, { sessions: r.sessions, streams: r.streams, unheard: r.unheard, idleEnded: r.idle_ended }]));
+}
+
+/** What the doorbell's session choice reads from the directory, per session. */
+export interface SessionChoiceFacts {
+  unheard: boolean;
+  lastAckAt: Date | null;
+  calledTool: boolean;
+}
+
+/**
+ * The directory's marks and choice facts for these sessions (each bound to its endpoint): an
+ * instance refreshes its copies with them, whichever instance's sweep set a mark or saw an
+ * acknowledgement or a tool call. A session no longer in the directory is absent.
+ */
+export async function choiceFactsOf(sql: Sql, sessions: readonly { id: string; endpointId: string }[]): Promise<Map<string, SessionChoiceFacts>> {
+  if (sessions.length === 0) return new Map();
+  const rows = await sql<{ id: string; unheard: boolean; last_ack_at: Date | null; called_tool: boolean }[]>`
+    select s.id, s.unheard, s.last_ack_at, s.called_tool from mcp_sessions s
     join unnest(${sql.array(sessions.map((x) => x.id))}::text[], ${sql.array(sessions.map((x) => x.endpointId))}::uuid[]) as k(id, endpoint_id)
-      on s.id = k.id and s.endpoint_id = k.endpoint_id
-    where s.unheard`;
-  return new Set(rows.map((r) => r.id));
+      on s.id = k.id and s.endpoint_id = k.endpoint_id`;
+  return new Map(rows.map((r) => [r.id, { unheard: r.unheard, lastAckAt: r.last_ack_at, calledTool: r.called_tool }]));
 }
 
 export interface SessionActivity {
@@ -117,6 +141,7 @@ export interface SessionActivity {
   /** When it last acknowledged anything (a claim or ack_doorbell): clears its unheard mark. */
   ackedAt: Date | null;
   initialized: boolean;
+  calledTool: boolean;
 }
 
 /** An acknowledgement by a session marked unheard clears the mark at once. */
@@ -132,10 +157,12 @@ export async function recordSessionActivity(sql: Sql, activity: readonly Session
       last_seen_at = greatest(s.last_seen_at, v.seen_at),
       last_ack_at = case when v.acked_at is null then s.last_ack_at else greatest(s.last_ack_at, v.acked_at) end,
       unheard = s.unheard and v.acked_at is null,
-      initialized = s.initialized or v.initialized
+      initialized = s.initialized or v.initialized,
+      called_tool = s.called_tool or v.called_tool
     from unnest(${sql.array(activity.map((a) => a.id))}::text[], ${sql.array(activity.map((a) => a.seenAt.toISOString()))}::timestamptz[],
                 ${sql.array(activity.map((a) => a.ackedAt?.toISOString() ?? null))}::timestamptz[],
-                ${sql.array(activity.map((a) => a.initialized))}::boolean[]) as v(id, seen_at, acked_at, initialized)
+                ${sql.array(activity.map((a) => a.initialized))}::boolean[],
+                ${sql.array(activity.map((a) => a.calledTool))}::boolean[]) as v(id, seen_at, acked_at, initialized, called_tool)
     where s.id = v.id`;
 }
 
@@ -165,15 +192,21 @@ export async function deleteSession(sql: Sql, id: string): Promise<boolean> {
 }
 
 /**
- * Ends, everywhere, the sessions with no live stream and no activity since `cutoff`, and those
- * that never opened a stream with none since `streamlessCutoff`.
+ * Ends, everywhere, the sessions with no live stream and no activity since `cutoff`, and counts
+ * them on their endpoints (`idle_sessions_ended`), in one statement.
  */
-export async function expireIdleSessionsUnscoped(sql: Sql, cutoff: Date, streamlessCutoff: Date): Promise<string[]> {
+export async function expireIdleSessionsUnscoped(sql: Sql, cutoff: Date, now: Date): Promise<string[]> {
   const rows = await sql<{ id: string }[]>`
-    delete from mcp_sessions s
-    where (s.last_seen_at <= ${cutoff}::timestamptz or (not s.ever_streamed and s.last_seen_at <= ${streamlessCutoff}::timestamptz))
-      and ${liveStream(sql)} is null
-    returning s.id, ${sessionClosedNotifyPerRow(sql, 'id')} as notified`;
+    with ended as (
+      delete from mcp_sessions s
+      where s.last_seen_at <= ${cutoff}::timestamptz and ${liveStream(sql)} is null
+      returning s.id, s.endpoint_id, ${sessionClosedNotifyPerRow(sql, 'id')} as notified
+    ), counted as (
+      update endpoints e set idle_sessions_ended = e.idle_sessions_ended + n.ended, idle_session_ended_at = ${now}
+      from (select endpoint_id, count(*) as ended from ended group by endpoint_id) n
+      where e.id = n.endpoint_id
+    )
+    select id from ended`;
   return rows.map((r) => r.id);
 }
 

@@ -73,6 +73,8 @@ describe('ring records (REQ-1, REQ-2)', () => {
       ack_via: null,
       acked_session_id: null,
       unheard_at: null,
+      // Its only session, which has called no tool yet.
+      reason: 'never_called_tool',
     });
     await settle();
     expect(await ringsOf(todoId)).toHaveLength(1);

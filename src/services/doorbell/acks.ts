@@ -6,7 +6,8 @@ import type { Session, SessionRegistry } from '../../sessions/registry.ts';
 import type { Metrics } from '../../lib/metrics.ts';
 import { notFound } from '../../domain/errors.ts';
 import { ackRing, insertRing, markUnheardRingsUnscoped, type AckedRing, type NewRing, type RingKind, type RingState } from '../../store/rings.ts';
-import { clearSessionUnheard, markUnheardSessionsUnscoped, unheardSessionsOf } from '../../store/sessions.ts';
+import { clearSessionUnheard, markUnheardSessionsUnscoped } from '../../store/sessions.ts';
+import type { SessionDirectory } from '../session-directory.ts';
 
 export const UNHEARD_SWEEP_INTERVAL_MS = 30_000;
 
@@ -27,8 +28,11 @@ export class DoorbellAcks {
     base: ServiceBase,
     private readonly metrics: Metrics,
     private readonly sessions: SessionRegistry,
-    /** Writes the acknowledgements seen on this instance to the directory before the marks are decided. */
-    private readonly flushActivity: () => Promise<void> = async () => {},
+    /**
+     * Writes the acknowledgements seen on this instance to the directory before the marks are
+     * decided, and refreshes this instance's copies from it afterwards.
+     */
+    private readonly directory: Pick<SessionDirectory, 'flush' | 'refreshChoiceFacts'>,
   ) {
     ({ sql: this.sql, clock: this.clock, log: this.log } = base);
   }
@@ -59,6 +63,7 @@ export class DoorbellAcks {
   async acknowledged(session: Session, rings: readonly AckedRing[], via: 'claim' | 'ack'): Promise<void> {
     // A claim that acknowledged no ring (its todo was never rung) still resets the unheard run.
     session.ackedAt = this.clock.now();
+    session.lastAckAt = session.ackedAt;
     session.dirty = true;
     for (const r of rings.filter(counted)) {
       if (!r.late) this.metrics.ringsAcknowledged.inc({ kind: r.kind, via });
@@ -92,7 +97,7 @@ export class DoorbellAcks {
     const { unheard, claimed } = await markUnheardRingsUnscoped(this.sql, now);
     for (const r of unheard.filter(counted)) this.metrics.ringsUnheard.inc({ kind: r.kind });
     for (const r of claimed.filter(counted)) this.metrics.ringsAcknowledged.inc({ kind: r.kind, via: 'claim' });
-    await this.flushActivity();
+    await this.directory.flush();
     for (const s of await markUnheardSessionsUnscoped(this.sql)) {
       const here = this.sessions.peek(s.id);
       if (here) here.unheard = true;
@@ -101,20 +106,9 @@ export class DoorbellAcks {
         'session marked unheard: its last 3 doorbells reached it but nothing acted on them',
       );
     }
-    await this.#refreshMarks();
+    // Another instance's sweep may mark a session this one hosts, and an acknowledgement elsewhere
+    // may clear it: the copies here take the directory's marks, so the gauge counts them.
+    await this.directory.refreshChoiceFacts();
     return unheard.length;
-  }
-
-  /**
-   * Another instance's sweep may mark a session this one hosts, and an acknowledgement elsewhere
-   * may clear it: the copies here take the directory's marks, so the gauge counts them.
-   */
-  async #refreshMarks(): Promise<void> {
-    const here = this.sessions.all();
-    const marked = await unheardSessionsOf(
-      this.sql,
-      here.map((s) => ({ id: s.id, endpointId: s.endpoint.id })),
-    );
-    for (const s of here) s.unheard = marked.has(s.id);
   }
 }

@@ -1,3 +1,5 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Writable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp } from '../../../test/support/app.ts';
@@ -33,6 +35,25 @@ const push = async (e: Vended, title: string, via = api): Promise<string> => (aw
 /** An SDK client whose doorbells land in `heard`; resolves once its stream is open on `on`. */
 const listener = (e: Vended, on: App = app) => connectAgent(on, e, { track: clients });
 
+const ringOf = async (todoId: string) =>
+  (await db.sql<{ session_id: string; reason: string }[]>`select session_id, reason from doorbell_rings where todo_id = ${todoId}`)[0];
+
+/**
+ * A proxy's probe as mcp-remote 0.15.1 opens one each run: initialize, notifications/initialized
+ * and a GET stream, then nothing (test/real-clients.test.ts runs the real mcp-remote).
+ */
+async function probeSession(e: Vended) {
+  const heard: { params: { meta: Record<string, string> } }[] = [];
+  const client = new Client({ name: 'mcp-remote-fallback-test', version: '0.0.0' });
+  client.fallbackNotificationHandler = async (n) => void heard.push(n as unknown as (typeof heard)[number]);
+  const transport = new StreamableHTTPClientTransport(new URL(e.mcp_url), { requestInit: { headers: { Authorization: `Bearer ${e.token}` } } });
+  await client.connect(transport);
+  clients.push(client);
+  const sessionId = transport.sessionId!;
+  await until(() => app.services.sessions.all().some((s) => s.id === sessionId && s.stream !== null), 'the probe stream to open');
+  return { sessionId, heard };
+}
+
 const ringAttempts = async (id: string) => (await db.sql<{ ring_attempts: number }[]>`select ring_attempts from todos where id = ${id}`)[0]!.ring_attempts;
 
 describe('todoDoorbell', () => {
@@ -50,18 +71,60 @@ describe('todoDoorbell', () => {
 });
 
 describe('PublishTodoReady', () => {
-  it('rings exactly one session per todo, never the herd, rotating across sessions', async () => {
+  it('rings exactly one session per todo, never the herd: the newest stream while none has acknowledged or used a tool', async () => {
     const e = await vend();
-    const agents = await Promise.all([listener(e), listener(e), listener(e)]);
-    const ids = [await push(e, 'one')];
+    const agents: Awaited<ReturnType<typeof listener>>[] = [];
+    for (let i = 0; i < 3; i++) {
+      app.clock.advance(1000);
+      agents.push(await listener(e));
+    }
+    const ids = [await push(e, 'one'), await push(e, 'two'), await push(e, 'three')];
+    await until(() => agents[2]!.heard.length === 3, 'three doorbells on the newest stream');
     await settle();
-    expect(agents.map((a) => a.heard.length).sort()).toEqual([0, 0, 1]);
-    ids.push(await push(e, 'two'), await push(e, 'three'));
-    await until(() => agents.every((a) => a.heard.length === 1), 'one doorbell per session');
-    await settle();
-    expect(agents.flatMap((a) => a.heard.map((n) => n.params.meta.todo_id)).sort()).toEqual([...ids].sort());
+    expect(agents.map((a) => a.heard.length)).toEqual([0, 0, 3]);
+    expect(agents[2]!.heard.map((n) => n.params.meta.todo_id)).toEqual(ids);
     // The creation ring is not charged to the budget.
     for (const id of ids) expect(await ringAttempts(id)).toBe(0);
+    // Each ring record says which session was chosen and why (none of these clients has listed tools).
+    for (const id of ids) await until(async () => (await ringOf(id)) !== undefined, 'the ring record');
+    for (const id of ids) expect(await ringOf(id)).toEqual({ session_id: agents[2]!.sessionId, reason: 'never_called_tool' });
+  });
+
+  it('rings the session that acknowledged a doorbell last, over a newer stream and over a probe that never listed or called a tool', async () => {
+    const e = await vend();
+    const worker = await connectAgent(app, e, { track: clients });
+    const first = await push(e, 'first');
+    await until(() => worker.heard.length === 1, 'the first doorbell');
+    expect(await worker.call('claim', { id: first })).toMatchObject({ id: first });
+    // A newer session that lists tools, and a proxy's probe (mcp-remote's: initialize, a stream, nothing else).
+    app.clock.advance(1000);
+    const newer = await connectAgent(app, e, { track: clients });
+    await newer.client.listTools();
+    app.clock.advance(1000);
+    const probe = await probeSession(e);
+    const second = await push(e, 'second');
+    await until(() => worker.heard.length === 2, 'the second doorbell on the session that acknowledged');
+    await settle();
+    expect(newer.heard).toEqual([]);
+    expect(probe.heard).toEqual([]);
+    await until(async () => (await ringOf(second)) !== undefined, 'the ring record');
+    expect(await ringOf(second)).toEqual({ session_id: worker.sessionId, reason: 'acknowledged_last' });
+    // Without the one that acknowledged, the newer session that listed tools goes before the newer probe.
+    await worker.client.close();
+    await until(() => app.services.sessions.peek(worker.sessionId)?.stream === null, "the worker's stream closed");
+    const third = await push(e, 'third');
+    await until(() => newer.heard.length === 1, 'the third doorbell on the session that listed tools');
+    await settle();
+    expect(probe.heard).toEqual([]);
+    await until(async () => (await ringOf(third)) !== undefined, 'the ring record');
+    expect(await ringOf(third)).toEqual({ session_id: newer.sessionId, reason: 'newest_stream' });
+    // The probe alone is still rung, and its record says why.
+    await newer.client.close();
+    await until(() => app.services.sessions.peek(newer.sessionId)?.stream === null, "the newer session's stream closed");
+    const fourth = await push(e, 'fourth');
+    await until(() => probe.heard.length === 1, 'the fourth doorbell on the probe');
+    await until(async () => (await ringOf(fourth)) !== undefined, 'the ring record');
+    expect(await ringOf(fourth)).toEqual({ session_id: probe.sessionId, reason: 'never_called_tool' });
   });
 
   it("never delivers endpoint B's todo to a session of endpoint A", async () => {

@@ -5,6 +5,7 @@ import type { Presence } from '../../domain/presence/index.ts';
 import { newRingId, type RingKind } from '../../store/rings.ts';
 import type { DoorbellAcks } from './acks.ts';
 import { testDoorbell, todoDoorbell, type ChannelNotification, type DoorbellTodo } from '../../domain/doorbell-notification.ts';
+import { rankRingCandidates, type RingCandidate, type RingChoiceReason } from '../../domain/doorbell-choice.ts';
 
 /** A session with this many unflushed frames accepts no more doorbells: drop, never block. */
 export const DOORBELL_BUFFER = 16;
@@ -18,7 +19,7 @@ export interface RingTarget extends DoorbellTodo {
 }
 
 export type RingFailure = 'held' | 'no_session' | 'all_full' | 'no_stream' | 'write_failed';
-export type RingOutcome = { rung: true; session: Session; ringId: string } | { rung: false; reason: RingFailure };
+export type RingOutcome = { rung: true; session: Session; ringId: string; chosen: RingChoiceReason } | { rung: false; reason: RingFailure };
 
 export interface DoorbellOptions {
   sessions: SessionRegistry;
@@ -41,15 +42,24 @@ interface RingFacts {
   windowSeconds: number;
 }
 
+/** What the session choice reads of a session held here. */
+export const ringCandidate = (s: Session): RingCandidate => ({
+  streamAttachedAt: s.stream?.attachedAt ?? null,
+  lastAckAt: s.lastAckAt,
+  calledTool: s.calledTool,
+  unheard: s.unheard,
+});
+
 /**
  * Rings exactly one session of a todo's endpoint on this instance (ReadyRings and the sweep decide
- * which instance rings): tenant first, then queue
- * scope; sessions with an open stream first, in per-endpoint round-robin; a streamless session
- * only if no streaming one accepts. Never blocks and never retries: the queue is the record.
- * Every doorbell carries a fresh meta.ring_id; a ring is recorded only for a write that landed.
+ * which instance rings): tenant first, then queue scope, then the one session choice
+ * (domain/doorbell-choice.ts: the session that acknowledged a ring last, then the newest stream; a
+ * probe that never called a tool, then an unheard session, last). A session whose buffer is full
+ * is passed over for the next. Never blocks and never retries: the queue is the record. Every
+ * doorbell carries a fresh meta.ring_id; a ring is recorded, with why its session was chosen, only
+ * for a write that landed.
  */
 export class Doorbell {
-  readonly #cursors = new Map<string, number>();
   readonly #deafRuns = new WeakMap<Session, { failures: number }>();
   readonly #sessions: SessionRegistry;
   readonly #clock: Clock;
@@ -65,9 +75,6 @@ export class Doorbell {
     this.#presenceOf = opts.presenceOf ?? (() => 'in');
     this.#acks = opts.acks;
     this.#ackWindowSeconds = Math.round((opts.ackWindowMs ?? 15 * 60_000) / 1000);
-    opts.sessions.on('sessionClosed', (s) => {
-      if (opts.sessions.sessionsOf(s.endpoint.id).length === 0) this.#cursors.delete(s.endpoint.id);
-    });
   }
 
   /**
@@ -117,12 +124,9 @@ export class Doorbell {
     });
   }
 
-  /** A digest goes to one session of the endpoint with an open stream on this instance, or nowhere. */
+  /** A digest goes to one session of the endpoint with an open stream on this instance (the same choice), or nowhere. */
   deliverDigest(endpointId: string, build: (ringId: string) => ChannelNotification): RingOutcome {
-    const streaming = this.#sessions
-      .sessionsOf(endpointId)
-      .filter((s) => s.stream !== null)
-      .sort((a, b) => (a.id < b.id ? -1 : 1));
+    const streaming = this.#sessions.sessionsOf(endpointId).filter((s) => s.stream !== null);
     if (streaming.length === 0) return { rung: false, reason: 'no_session' };
     const facts: RingFacts = { kind: 'digest', todoId: null, queue: null, synthetic: false, windowSeconds: this.#ackWindowSeconds };
     return this.#deliver(endpointId, streaming, build, facts);
@@ -132,41 +136,36 @@ export class Doorbell {
     const candidates = this.#sessions
       .sessionsOf(todo.endpoint_id)
       .filter((s) => s.endpoint.queues.includes(todo.queue))
-      .filter((s) => !decidedAt || !s.stream || s.stream.attachedAt.getTime() <= decidedAt.getTime())
-      .sort((a, b) => (a.id < b.id ? -1 : 1));
+      .filter((s) => !decidedAt || !s.stream || s.stream.attachedAt.getTime() <= decidedAt.getTime());
     if (candidates.length === 0) {
       this.#log.info({ todo_id: todo.id, endpoint_id: todo.endpoint_id }, 'doorbell not rung: no session of the endpoint on this instance');
       return { rung: false, reason: 'no_session' };
     }
-    const streaming = candidates.filter((s) => s.stream !== null);
-    const streamless = candidates.filter((s) => s.stream === null);
-    let outcome = this.#deliver(todo.endpoint_id, streaming, build, facts);
-    if (!outcome.rung) outcome = this.#deliver(todo.endpoint_id, streamless, build, facts, outcome.reason);
+    const outcome = this.#deliver(todo.endpoint_id, candidates, build, facts);
     if (!outcome.rung) this.#log.info({ todo_id: todo.id, slug: candidates[0]!.endpoint.slug, cause: outcome.reason }, 'doorbell dropped');
     return outcome;
   }
 
-  /** Offers the doorbell to each session of `group` in round-robin order; the first write that lands wins. */
-  #deliver(
-    endpointId: string,
-    group: Session[],
-    build: (ringId: string) => ChannelNotification,
-    facts: RingFacts,
-    priorFailure: RingFailure = 'all_full',
-  ): RingOutcome {
-    let failure = priorFailure;
-    for (const session of this.#rotation(endpointId, group)) {
+  /**
+   * Offers the doorbell to the sessions in the order the session choice ranks them; the first
+   * write that lands wins. A streamless session is tried only to learn the verdict (`no_stream`).
+   */
+  #deliver(endpointId: string, group: Session[], build: (ringId: string) => ChannelNotification, facts: RingFacts): RingOutcome {
+    let failure: RingFailure = 'all_full';
+    // Sorted by id first, so equals are tried in the same order every time.
+    const byId = [...group].sort((a, b) => (a.id < b.id ? -1 : 1));
+    for (const { candidate, reason } of rankRingCandidates(byId.map((s) => ({ ...ringCandidate(s), session: s })))) {
+      const session = candidate.session;
       if (session.unflushed >= DOORBELL_BUFFER) continue;
       const ringId = newRingId();
       const verdict = this.#sessions.write(session, build(ringId));
-      this.#recordWrite(session, facts, ringId, verdict);
+      this.#recordWrite(session, facts, ringId, verdict, reason);
       if (verdict === 'written') {
-        this.#cursors.set(endpointId, (this.#cursors.get(endpointId) ?? 0) + 1);
         this.#acks?.recordWritten(
-          { ringId, endpointId, sessionId: session.id, sentAt: this.#clock.now(), ...facts },
+          { ringId, endpointId, sessionId: session.id, sentAt: this.#clock.now(), reason, ...facts },
           session.endpoint.slug,
         );
-        return { rung: true, session, ringId };
+        return { rung: true, session, ringId, chosen: reason };
       }
       failure = verdict;
     }
@@ -178,17 +177,11 @@ export class Doorbell {
     return (this.#deafRuns.get(session)?.failures ?? 0) >= DEAF_THRESHOLD;
   }
 
-  #rotation(endpointId: string, group: Session[]): Session[] {
-    if (group.length === 0) return group;
-    const start = (this.#cursors.get(endpointId) ?? 0) % group.length;
-    return [...group.slice(start), ...group.slice(0, start)];
-  }
-
   /** Counts consecutive failed writes per session: one warning at the threshold, one note on recovery. */
-  #recordWrite(session: Session, facts: RingFacts, ringId: string, verdict: WriteVerdict): void {
+  #recordWrite(session: Session, facts: RingFacts, ringId: string, verdict: WriteVerdict, chosen: RingChoiceReason): void {
     const run = this.#deafRuns.get(session) ?? { failures: 0 };
     this.#deafRuns.set(session, run);
-    const fields = { slug: session.endpoint.slug, session: session.id, kind: facts.kind, todo_id: facts.todoId, ring_id: ringId };
+    const fields = { slug: session.endpoint.slug, session: session.id, kind: facts.kind, todo_id: facts.todoId, ring_id: ringId, chosen };
     if (verdict === 'written') {
       if (run.failures >= DEAF_THRESHOLD) this.#log.info({ ...fields, failed_before: run.failures }, 'doorbell recovered');
       run.failures = 0;
