@@ -1,12 +1,14 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { BlockList } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { loadConfig } from '../src/config.ts';
 import { VERSION } from '../src/lib/version.ts';
 import { createTestDatabase, type TestDatabase } from './support/database.ts';
 import { spawnServe, stopAllServes } from './support/processes.ts';
@@ -90,6 +92,42 @@ describe('compose.yaml', () => {
       expect(s.depends_on).toMatchObject({ postgres: { condition: 'service_healthy' } });
     }
     expect(haproxy?.volumes).toContain('./deploy/haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro');
+  });
+});
+
+describe("compose.yaml's trusted proxies", () => {
+  /** Docker's default address pools (172.17-172.31.0.0/16, 192.168.0.0/16 in /20s): one address of each kind. */
+  const DOCKER_DEFAULT_POOL_ADDRESSES = ['172.17.0.3', '172.18.0.4', '172.31.255.2', '192.168.0.2', '192.168.240.5'];
+
+  it('come from SWITCHBOARD_TRUSTED_PROXIES, defaulting to the ranges of Docker\'s default address pools, and the docs say so', async () => {
+    // Compose interpolates ${VAR:-default}: parsed raw, the value is that expression, on both instances.
+    const compose = parse(await readFile(path.join(root, 'compose.yaml'), 'utf8'), { merge: true }) as {
+      services: Record<string, { environment?: Record<string, string> }>;
+    };
+    const values = ['switchboard-1', 'switchboard-2'].map((name) => compose.services[name]?.environment?.SWITCHBOARD_TRUSTED_PROXIES);
+    const m = /^\$\{SWITCHBOARD_TRUSTED_PROXIES:-([^}]+)\}$/.exec(values[0] ?? '');
+    expect(m, `SWITCHBOARD_TRUSTED_PROXIES is ${values[0]}`).not.toBeNull();
+    expect(values[1]).toBe(values[0]);
+    const fallback = m![1]!;
+    // The default is a value the server takes, and it holds every network Docker makes by default.
+    const trusted = loadConfig({ SWITCHBOARD_TRUSTED_PROXIES: fallback }).trustedProxies;
+    const list = new BlockList();
+    for (const entry of trusted) {
+      const [address, prefix] = entry.split('/');
+      if (prefix === undefined) list.addAddress(address!);
+      else list.addSubnet(address!, Number(prefix));
+    }
+    for (const address of DOCKER_DEFAULT_POOL_ADDRESSES) expect(list.check(address), address).toBe(true);
+    expect(list.check('10.10.0.2')).toBe(false);
+    // The deploy guide and the README each say so in one paragraph (or list item): the variable, the
+    // default, and when to set it.
+    for (const doc of ['docs/deploy.md', 'README.md']) {
+      const blocks = (await readFile(path.join(root, doc), 'utf8')).split(/\n\s*\n|\n- /).map((b) => b.replace(/\s+/g, ' '));
+      const said = blocks.find((b) => b.includes('`SWITCHBOARD_TRUSTED_PROXIES`') && b.includes('`compose.yaml` takes'));
+      expect(said, `${doc}: a paragraph saying compose.yaml takes SWITCHBOARD_TRUSTED_PROXIES`).toBeDefined();
+      expect(said).toContain(`\`${fallback}\``);
+      expect(said).toContain('default-address-pools');
+    }
   });
 });
 
