@@ -80,6 +80,7 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions) {
     presenceOf: (endpointId) => presenceCache.presenceOf(endpointId),
     acks,
     ackWindowMs: config.doorbellAckWindowMs,
+    streamsElsewhere: (endpointId) => directory.streamsElsewhere(endpointId),
   });
   const presence = new PresenceService(base, sessions, presenceCache, doorbell, (endpointId, reason) => hooks.announceBacklog(endpointId, reason));
   directory.beforeFirstCopy((endpointId) => presence.load(endpointId));

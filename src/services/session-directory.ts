@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { ulid } from 'ulidx';
 import { SESSION_IDLE_DEFAULT_MS } from '../config.ts';
+import type { RingCandidate } from '../domain/doorbell-choice.ts';
 import { SwitchboardError } from '../domain/errors.ts';
 import { settleWithin } from '../lib/timeout.ts';
 import { VERSION } from '../lib/version.ts';
@@ -195,6 +196,16 @@ export class SessionDirectory {
   /** Per endpoint: live sessions, live streams and unheard sessions across the cluster, and idle sessions ended. */
   countsOf(endpointIds: readonly string[]): Promise<Map<string, SessionCounts>> {
     return sessionCountsOf(this.base.sql, endpointIds, this.#idleSince());
+  }
+
+  /**
+   * The endpoint's sessions with a live stream on other instances, as the doorbell's session choice
+   * sees them: whether one there is likelier to hear a ring than any here.
+   */
+  async streamsElsewhere(endpointId: string): Promise<RingCandidate[]> {
+    return (await sessionsOfEndpoints(this.base.sql, [endpointId]))
+      .filter((r) => r.stream_instance !== null && r.stream_instance !== this.instanceId)
+      .map((r) => ({ streamAttachedAt: r.stream_opened_at ?? r.last_seen_at, lastAckAt: r.last_ack_at, calledTool: r.called_tool, unheard: r.unheard }));
   }
 
   /**

@@ -14,6 +14,8 @@ export interface SessionRow {
   last_seen_at: Date;
   /** The live instance holding its GET stream, or null. */
   stream_instance: string | null;
+  /** When that stream opened (null without one). */
+  stream_opened_at: Date | null;
   unheard: boolean;
   /** When it last acknowledged a ring anywhere (flushed by the instance that saw it). */
   last_ack_at: Date | null;
@@ -36,7 +38,8 @@ const liveStream = (sql: Sql | TxSql) => sql`
 
 const sessionColumns = (sql: Sql | TxSql) => sql`
   s.id, s.endpoint_id, s.protocol_version, s.client_name, s.client_version, s.initialized,
-  s.created_at, s.last_seen_at, ${liveStream(sql)} as stream_instance, s.unheard, s.last_ack_at, s.called_tool`;
+  s.created_at, s.last_seen_at, ${liveStream(sql)} as stream_instance,
+  s.stream_opened_at, s.unheard, s.last_ack_at, s.called_tool`;
 
 /**
  * Inserts a session. At the endpoint's cap the stream-less session seen longest ago makes room

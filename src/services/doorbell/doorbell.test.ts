@@ -3,7 +3,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { Writable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp } from '../../../test/support/app.ts';
-import { push as pushVia, vend as vendVia, withApp, type Api, type TestApp, type TestDb } from '../../../test/support/fixtures.ts';
+import { apiCaller, push as pushVia, vend as vendVia, withApp, type Api, type TestApp, type TestDb } from '../../../test/support/fixtures.ts';
 import type { App } from '../../app.ts';
 import { ManualClock } from '../../lib/clock.ts';
 import { createLogger } from '../../lib/log.ts';
@@ -42,15 +42,15 @@ const ringOf = async (todoId: string) =>
  * A proxy's probe as mcp-remote 0.15.1 opens one each run: initialize, notifications/initialized
  * and a GET stream, then nothing (test/real-clients.test.ts runs the real mcp-remote).
  */
-async function probeSession(e: Vended) {
+async function probeSession(e: Vended, on: App = app) {
   const heard: { params: { meta: Record<string, string> } }[] = [];
   const client = new Client({ name: 'mcp-remote-fallback-test', version: '0.0.0' });
   client.fallbackNotificationHandler = async (n) => void heard.push(n as unknown as (typeof heard)[number]);
-  const transport = new StreamableHTTPClientTransport(new URL(e.mcp_url), { requestInit: { headers: { Authorization: `Bearer ${e.token}` } } });
+  const transport = new StreamableHTTPClientTransport(new URL(`${on.url}/mcp/${e.slug}`), { requestInit: { headers: { Authorization: `Bearer ${e.token}` } } });
   await client.connect(transport);
   clients.push(client);
   const sessionId = transport.sessionId!;
-  await until(() => app.services.sessions.all().some((s) => s.id === sessionId && s.stream !== null), 'the probe stream to open');
+  await until(() => on.services.sessions.all().some((s) => s.id === sessionId && s.stream !== null), 'the probe stream to open');
   return { sessionId, heard };
 }
 
@@ -177,6 +177,28 @@ describe('cross-instance wakeups', () => {
       await until(() => agent.heard.length === 1, 'the doorbell via LISTEN todo_ready');
       expect(agent.heard[0]!.params.meta.todo_id).toBe(id);
       expect(await ringAttempts(id)).toBe(0);
+    } finally {
+      await b.stop();
+    }
+  });
+});
+
+describe('the session choice across instances', () => {
+  it("a probe's stream on A does not take the doorbells of a session on B that uses tools, whichever instance a push goes through", async () => {
+    const b = await startTestApp(db.url, new ManualClock(app.clock.now()));
+    try {
+      const e = await vend();
+      const probe = await probeSession(e, app);
+      const worker = await connectAgent(b, e, { track: clients });
+      await worker.client.listTools();
+      // What B saw reaches the directory (every 2 s on its own).
+      await b.services.directory.flush();
+      const ids: string[] = [];
+      for (let i = 0; i < 6; i++) ids.push(await push(e, `work ${i}`, i % 2 === 0 ? api : apiCaller(b.url, fixture.human.token)));
+      await until(() => worker.heard.length === 6, 'six doorbells on B');
+      await settle();
+      expect(probe.heard).toEqual([]);
+      expect(worker.heard.map((n) => n.params.meta.todo_id).sort()).toEqual([...ids].sort());
     } finally {
       await b.stop();
     }

@@ -5,7 +5,7 @@ import type { Presence } from '../../domain/presence/index.ts';
 import { newRingId, type RingKind } from '../../store/rings.ts';
 import type { DoorbellAcks } from './acks.ts';
 import { testDoorbell, todoDoorbell, type ChannelNotification, type DoorbellTodo } from '../../domain/doorbell-notification.ts';
-import { rankRingCandidates, type RingCandidate, type RingChoiceReason } from '../../domain/doorbell-choice.ts';
+import { bestTier, rankRingCandidates, type RingCandidate, type RingChoiceReason } from '../../domain/doorbell-choice.ts';
 
 /** A session with this many unflushed frames accepts no more doorbells: drop, never block. */
 export const DOORBELL_BUFFER = 16;
@@ -31,6 +31,8 @@ export interface DoorbellOptions {
   acks?: DoorbellAcks;
   /** The window a todo or digest ring has to be acknowledged in. */
   ackWindowMs?: number;
+  /** The endpoint's streams on other instances (the session directory); without it, every instance is as good. */
+  streamsElsewhere?: (endpointId: string) => Promise<RingCandidate[]>;
 }
 
 /** What a ring record will say about the doorbell being written. */
@@ -67,8 +69,10 @@ export class Doorbell {
   readonly #presenceOf: (endpointId: string) => Presence;
   readonly #acks: DoorbellAcks | undefined;
   readonly #ackWindowSeconds: number;
+  readonly #streamsElsewhere: DoorbellOptions['streamsElsewhere'];
 
   constructor(opts: DoorbellOptions) {
+    this.#streamsElsewhere = opts.streamsElsewhere;
     this.#sessions = opts.sessions;
     this.#clock = opts.clock;
     this.#log = opts.log;
@@ -84,6 +88,25 @@ export class Doorbell {
    */
   receivers(): string[] {
     return [...new Set(this.#sessions.all().map((s) => s.endpoint.id))].filter((id) => this.#presenceOf(id) === 'in');
+  }
+
+  /**
+   * Whether this instance should compete for a ring of the endpoint's todo (in `queue`): its best
+   * streaming session is at least as likely to hear it as any streaming on another instance (the
+   * same choice as a ring's, across the cluster). The directory is asked only when the best here
+   * has not acknowledged a ring, since nothing ranks above that; if it cannot answer, compete.
+   */
+  async ringsBestHere(endpointId: string, queue?: string): Promise<boolean> {
+    const here = this.#sessions.sessionsOf(endpointId).filter((s) => s.stream !== null && (queue === undefined || s.endpoint.queues.includes(queue)));
+    if (here.length === 0) return false;
+    const best = bestTier(here.map(ringCandidate));
+    if (best === 0 || !this.#streamsElsewhere) return true;
+    try {
+      return best <= bestTier(await this.#streamsElsewhere(endpointId));
+    } catch (err) {
+      this.#log.warn({ endpoint_id: endpointId, err: (err as Error).message }, 'could not compare sessions across instances; ringing here');
+      return true;
+    }
   }
 
   /** Whether the endpoint is out now: its doorbells wait for the digest on its return. */

@@ -184,7 +184,7 @@ export class SelfTests {
   /** Another instance announced a due test ring: take it if a stream of its endpoint is open here. */
   async onWakeup(testId: string): Promise<void> {
     const endpointId = await selfTestEndpointUnscoped(this.sql, testId);
-    if (!endpointId || !this.sessions.hasOpenStream(endpointId)) return;
+    if (!endpointId || !(await this.doorbell.ringsBestHere(endpointId))) return;
     await this.#deliverHere(testId);
   }
 
@@ -224,7 +224,7 @@ export class SelfTests {
   }
 
   async #ringDue(endpoint: SelfTestEndpoint, testId: string): Promise<void> {
-    if (this.sessions.hasOpenStream(endpoint.id)) {
+    if (await this.doorbell.ringsBestHere(endpoint.id)) {
       await this.#deliverHere(testId);
       return;
     }
@@ -239,9 +239,13 @@ export class SelfTests {
       }
     };
     if (!attached.some((s) => s.stream_instance !== null)) return settle();
-    // The stream is on another instance: it takes the ring, or the test settles after the grace.
+    // The stream (or the likelier one) is on another instance: it takes the ring; after the grace
+    // a stream here rings it if none did, and otherwise the test settles.
     await notify(this.sql, 'doorbell_test', { testId });
-    this.#later(this.opts.takeGraceMs ?? TEST_TAKE_GRACE_MS, settle);
+    this.#later(this.opts.takeGraceMs ?? TEST_TAKE_GRACE_MS, async () => {
+      if (this.sessions.hasOpenStream(endpoint.id)) await this.#deliverHere(testId);
+      await settle();
+    });
   }
 
   async #deliverHere(testId: string): Promise<void> {
