@@ -152,9 +152,11 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
   registerBoard(app, {
     ...shared,
     oidc: web.oidc ?? null,
-    sessionsOf: async (endpointIds) =>
-      new Map(
-        [...(await s.directory.sessionsOfEach(endpointIds))].map(([id, rows]) => [
+    sessionsOf: async (endpointIds) => {
+      const each = await s.directory.sessionsOfEach(endpointIds);
+      const lastRings = await s.acks.lastRingsOf([...each.values()].flat().map((r) => r.id));
+      return new Map(
+        [...each].map(([id, rows]) => [
           id,
           rows.map((r) => {
             const here = s.sessions.peek(r.id);
@@ -164,10 +166,12 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
               stream: r.stream_instance !== null,
               unheard: r.unheard,
               deaf: here ? s.doorbell.isDeaf(here) : false,
+              lastRing: lastRings.get(r.id) ?? null,
             };
           }),
         ]),
-      ),
+      );
+    },
   });
   registerMcp(app, { ...shared, allowedHosts: web.allowedHosts, limits: web.mcpLimits });
   return app;

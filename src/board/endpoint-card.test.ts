@@ -100,6 +100,8 @@ describe('the endpoint card', () => {
     await settle(300); // the pushes' own todo_ready echoes, gated
     page = (await b.get(`/endpoints/${e.id}`)).text;
     expect(page).not.toContain('rings reach it but nothing acts on them');
+    // Which session the doorbells went to, and why (its ring records' reason).
+    expect(page).toMatch(/data-reason="never_called_tool">last doorbell <time[^>]*>0s ago<\/time>: chosen because no streaming session has listed or called tools yet; newest stream<\/span>/);
     app.clock.advance(15 * 60_000 + 1000);
     await app.services.acks.sweep();
     expect(app.services.sessions.all().find((s) => s.id === agent.sessionId)!.unheard).toBe(true);
@@ -152,7 +154,7 @@ describe('the endpoint card', () => {
       },
       presence: { presence: 'in', source: 'default', until: null },
       mcpUrl: 'http://x/mcp/deaf-1',
-      sessions: [{ id: 's', client: 'c 1', stream: true, unheard: false, deaf: true }],
+      sessions: [{ id: 's', client: 'c 1', stream: true, unheard: false, deaf: true, lastRing: null }],
       counts: { pending: 0, claimed: 0 },
     };
     expect(card(base, s, now).value).toContain('Deaf consumer: 1 attached session receives nothing');

@@ -12,7 +12,7 @@ export interface RingCandidate {
   streamAttachedAt: Date | null;
   /** When it last acknowledged a ring (a claim or ack_doorbell), or null. */
   lastAckAt: Date | null;
-  /** It has called a tool since `initialize` (a probe or a proxy's idle side never does). */
+  /** It has listed or called tools since `initialize` (a proxy's probe never does). */
   calledTool: boolean;
   /** Its last 3 real rings went unheard (SPEC-0025 REQ-5). */
   unheard: boolean;
@@ -21,8 +21,8 @@ export interface RingCandidate {
 /**
  * Why a session was chosen, as ring records and the board say it:
  * - `acknowledged_last`: it acknowledged a ring more recently than any other streaming session;
- * - `newest_stream`: no streaming session has acknowledged one; of those that called a tool, its stream is the newest;
- * - `never_called_tool`: no streaming session has called a tool; its stream is the newest;
+ * - `newest_stream`: no streaming session has acknowledged one; of those that listed or called tools, its stream is the newest;
+ * - `never_called_tool`: no streaming session has listed or called tools; its stream is the newest;
  * - `unheard_only`: every streaming session is marked unheard;
  * - `no_stream`: no session has a stream (a write cannot land; never recorded as a ring).
  */
@@ -33,8 +33,8 @@ export const RING_CHOICE_REASONS: readonly RingChoiceReason[] = ['acknowledged_l
 /** The reasons in words, for the board and the CLI. */
 export const RING_CHOICE_WORDS: Record<RingChoiceReason, string> = {
   acknowledged_last: 'it acknowledged a doorbell most recently',
-  newest_stream: 'newest stream of a session that has called a tool',
-  never_called_tool: 'no streaming session has called a tool yet; newest stream',
+  newest_stream: 'newest stream of a session that has listed or called tools',
+  never_called_tool: 'no streaming session has listed or called tools yet; newest stream',
   unheard_only: 'every streaming session is marked unheard',
   no_stream: 'no session has an open stream',
 };

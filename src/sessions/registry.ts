@@ -40,7 +40,7 @@ export interface Session {
   ackedAt: Date | null;
   /** Its last acknowledgement anywhere, as known here (the doorbell's session choice reads it). */
   lastAckAt: Date | null;
-  /** It has called a tool since initialize: a proxy's probe never does (domain/doorbell-choice.ts). */
+  /** It has listed or called tools since initialize: a proxy's probe never does (domain/doorbell-choice.ts). */
   calledTool: boolean;
   /** POSTs being handled right now; an open stream also keeps the session alive. */
   inFlight: number;

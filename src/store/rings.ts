@@ -134,3 +134,21 @@ export async function pruneRingsUnscoped(sql: Sql, now: Date): Promise<number> {
   const rows = await sql`delete from doorbell_rings where sent_at < ${now}::timestamptz - interval '7 days' returning 1`;
   return rows.length;
 }
+
+/** A session's latest ring: when, and why that session was chosen for it (null before reasons were kept). */
+export interface LastRing {
+  sent_at: Date;
+  reason: RingChoiceReason | null;
+}
+
+/** The latest ring of each of these sessions (one index probe per session: doorbell_rings_session_idx). */
+export async function lastRingsOfSessions(sql: Sql, sessionIds: readonly string[]): Promise<Map<string, LastRing>> {
+  if (sessionIds.length === 0) return new Map();
+  const rows = await sql<(LastRing & { session_id: string })[]>`
+    select k.id as session_id, r.sent_at, r.reason
+    from unnest(${sql.array([...sessionIds])}::text[]) as k(id)
+    cross join lateral (
+      select r.sent_at, r.reason from doorbell_rings r where r.session_id = k.id order by r.sent_at desc limit 1
+    ) r`;
+  return new Map(rows.map((r) => [r.session_id, { sent_at: r.sent_at, reason: r.reason }]));
+}

@@ -19,7 +19,7 @@ export interface SessionRow {
   unheard: boolean;
   /** When it last acknowledged a ring anywhere (flushed by the instance that saw it). */
   last_ack_at: Date | null;
-  /** It has called a tool since initialize (flushed like last_seen_at). */
+  /** It has listed or called tools since initialize (flushed like last_seen_at). */
   called_tool: boolean;
 }
 

@@ -12,6 +12,7 @@ import { ago, chips, csrfField, fieldError, page, time, untilTime, type FieldErr
 import { notifyHooksSection, webhooksSection, type HookForm, type HookView, type WebhookForm, type WebhookView } from './integrations.ts';
 import { pushSection, type PushForm } from './push.ts';
 import { presenceReason } from '../../domain/presence-words.ts';
+import { RING_CHOICE_WORDS, type RingChoiceReason } from '../../domain/doorbell-choice.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Endpoint card
@@ -22,6 +23,8 @@ export interface SessionInfo {
   stream: boolean;
   unheard: boolean;
   deaf: boolean;
+  /** Its latest doorbell, and why this session was the one chosen for it. */
+  lastRing: { sent_at: Date; reason: RingChoiceReason | null } | null;
 }
 
 export interface CardData {
@@ -63,6 +66,13 @@ function todoCounts(c: CardData): Html {
   return html`${link('pending', c.counts.pending)}${held} · ${link('claimed', c.counts.claimed)}`;
 }
 
+/** "last doorbell 3 min ago: chosen because it acknowledged a doorbell most recently". */
+function lastRingLine(s: SessionInfo, now: Date): Html {
+  if (!s.lastRing) return html``;
+  const why = s.lastRing.reason ? html`: chosen because ${RING_CHOICE_WORDS[s.lastRing.reason]}` : '';
+  return html` <span class="muted last-ring" data-reason="${s.lastRing.reason ?? ''}">last doorbell ${ago(s.lastRing.sent_at, now)}${why}</span>`;
+}
+
 function cardStatus(c: CardData, now: Date): Html {
   const e = c.endpoint;
   const active = e.state === 'active';
@@ -93,7 +103,7 @@ ${
           (s) =>
             html`<li><code>${s.client}</code> ${s.stream ? 'stream open' : html`<span class="muted">no stream</span>`}${
               warn && s.unheard ? html` <span class="badge warn-badge">unheard: rings reach it but nothing acts on them</span>` : ''
-            }${warn && s.deaf ? html` <span class="badge warn-badge">deaf: writes fail</span>` : ''}</li>`,
+            }${warn && s.deaf ? html` <span class="badge warn-badge">deaf: writes fail</span>` : ''}${lastRingLine(s, now)}</li>`,
         )}</ul>`
       : ''
   }</dd>

@@ -1,4 +1,4 @@
--- Which session hears a doorbell (issue 36): a session that has called a tool since initialize
+-- Which session hears a doorbell (issue 36): a session that has listed or called tools since initialize
 -- ranks above one that never did (a proxy's probe), and every ring record says why its session was
 -- chosen (domain/doorbell-choice.ts, RingChoiceReason). Rings recorded before this have no reason.
 ALTER TABLE mcp_sessions ADD COLUMN called_tool boolean NOT NULL DEFAULT false;

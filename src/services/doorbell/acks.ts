@@ -5,7 +5,7 @@ import type { Logger } from '../../lib/log.ts';
 import type { Session, SessionRegistry } from '../../sessions/registry.ts';
 import type { Metrics } from '../../lib/metrics.ts';
 import { notFound } from '../../domain/errors.ts';
-import { ackRing, insertRing, markUnheardRingsUnscoped, type AckedRing, type NewRing, type RingKind, type RingState } from '../../store/rings.ts';
+import { ackRing, insertRing, lastRingsOfSessions, markUnheardRingsUnscoped, type AckedRing, type LastRing, type NewRing, type RingKind, type RingState } from '../../store/rings.ts';
 import { clearSessionUnheard, markUnheardSessionsUnscoped } from '../../store/sessions.ts';
 import type { SessionDirectory } from '../session-directory.ts';
 
@@ -86,6 +86,11 @@ export class DoorbellAcks {
     if (!r) throw notFound(`no doorbell ring ${ringId} on this endpoint`);
     await this.acknowledged(session, r.acked ? [r.acked] : [], 'ack');
     return r.state;
+  }
+
+  /** Each session's latest ring and why it was chosen (the board's session list). */
+  lastRingsOf(sessionIds: readonly string[]): Promise<Map<string, LastRing>> {
+    return lastRingsOfSessions(this.sql, sessionIds);
   }
 
   /**

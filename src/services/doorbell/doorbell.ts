@@ -56,7 +56,7 @@ export const ringCandidate = (s: Session): RingCandidate => ({
  * Rings exactly one session of a todo's endpoint on this instance (ReadyRings and the sweep decide
  * which instance rings): tenant first, then queue scope, then the one session choice
  * (domain/doorbell-choice.ts: the session that acknowledged a ring last, then the newest stream; a
- * probe that never called a tool, then an unheard session, last). A session whose buffer is full
+ * probe that never listed or called tools, then an unheard session, last). A session whose buffer is full
  * is passed over for the next. Never blocks and never retries: the queue is the record. Every
  * doorbell carries a fresh meta.ring_id; a ring is recorded, with why its session was chosen, only
  * for a write that landed.
