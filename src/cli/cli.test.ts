@@ -297,13 +297,38 @@ describe('switchboard doctor', () => {
     const json = await run(['doctor', '--json'], env);
     expect(json.code, json.err).toBe(0);
     const listed = (JSON.parse(json.out) as { endpoints: { slug: string }[] }).endpoints;
-    expect(listed.find((e) => e.slug === gone.slug)).toEqual({ slug: gone.slug, state: 'revoked', presence: null, sessions: 0, unheard_sessions: 0 });
+    expect(listed.find((e) => e.slug === gone.slug)).toEqual({ slug: gone.slug, state: 'revoked', presence: null, sessions: 0, unheard_sessions: 0, idle_sessions_ended: 0 });
     expect(listed.find((e) => e.slug === live.slug)).toMatchObject({ state: 'active', presence: 'in' });
     const text = await run(['doctor'], env);
     expect(text.out).toMatch(new RegExp(`${gone.slug}\\s+revoked\\s+-\\s+0\\s+0`));
     expect(text.out).toMatch(new RegExp(`${live.slug}\\s+active\\s+in\\s+0\\s+0`));
     const list = await run(['endpoint', 'list'], env);
     expect(list.out).toMatch(new RegExp(`${gone.slug}\\s+gone\\s+revoked\\s+-\\s`));
+  });
+
+  it('counts live sessions only, and says how many idle ones were ended (SWITCHBOARD_SESSION_IDLE, 5 minutes)', async () => {
+    await run(['admin', 'human', 'add', 'doc5']);
+    const env = { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: (await run(['admin', 'token', 'create', 'doc5'])).out.trim() };
+    const e = JSON.parse((await run(['endpoint', 'vend', 'busy', '--json'], env)).out) as { slug: string; token: string };
+    const stays = await connectAgent(app, e);
+    // Two clients that leave without DELETE, as the Inspector CLI and mcp-remote do.
+    for (const gone of [await connectAgent(app, e), await connectAgent(app, e)]) {
+      await gone.client.close();
+      await until(() => app.services.sessions.peek(gone.sessionId)?.stream === null, 'its stream closed');
+    }
+    const listed = async () => (JSON.parse((await run(['doctor', '--json'], env)).out) as { endpoints: { slug: string }[] }).endpoints.find((x) => x.slug === e.slug);
+    expect(await listed()).toMatchObject({ sessions: 3, idle_sessions_ended: 0 });
+    app.clock.advance(5 * 60_000 + 1000);
+    await stays.client.ping(); // the open stream keeps it live anyway; a call too
+    await app.services.directory.flush();
+    // Dead before the janitor's next pass: not counted.
+    expect(await listed()).toMatchObject({ sessions: 1, idle_sessions_ended: 0 });
+    expect(await app.services.directory.expireIdle()).toBeGreaterThanOrEqual(2);
+    expect(await listed()).toMatchObject({ sessions: 1, idle_sessions_ended: 2 });
+    const text = await run(['doctor'], env);
+    expect(text.out).toMatch(new RegExp(`${e.slug}\\s+active\\s+in\\s+1\\s+0\\s+2`));
+    expect(text.out).toContain('IDLE ENDED');
+    await stays.client.close();
   });
 
   it('exits 1 when /healthz fails, naming it, though every other check passes', async () => {

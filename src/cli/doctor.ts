@@ -101,16 +101,23 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
       // 3. Endpoints with their sessions.
       const endpoints = await api.get<EndpointView[]>('/endpoints');
       // A revoked endpoint reports its state and no presence (null; '-' in the table).
-      out.endpoints = endpoints.map((e) => ({ slug: e.slug, state: e.state, presence: reportedPresence(e)?.presence ?? null, sessions: e.sessions, unheard_sessions: e.unheard_sessions }));
+      out.endpoints = endpoints.map((e) => ({
+        slug: e.slug,
+        state: e.state,
+        presence: reportedPresence(e)?.presence ?? null,
+        sessions: e.sessions,
+        unheard_sessions: e.unheard_sessions,
+        idle_sessions_ended: e.idle_sessions_ended,
+      }));
       if (!opts.json) {
         if (endpoints.length === 0) io.out('No endpoints.\n');
         else {
           printTable(
             io,
-            ['ENDPOINT', 'STATE', 'PRESENCE', 'SESSIONS', 'UNHEARD'],
-            endpoints.map((e) => [e.slug, e.state, reportedPresence(e)?.presence ?? '-', e.sessions, e.unheard_sessions]),
+            ['ENDPOINT', 'STATE', 'PRESENCE', 'SESSIONS', 'UNHEARD', 'IDLE ENDED'],
+            endpoints.map((e) => [e.slug, e.state, reportedPresence(e)?.presence ?? '-', e.sessions, e.unheard_sessions, e.idle_sessions_ended]),
           );
-          io.out('(sessions on every instance)\n');
+          io.out('(live sessions on every instance: a stream open or a call within SWITCHBOARD_SESSION_IDLE; IDLE ENDED: sessions ended for idleness since vend)\n');
         }
       }
       // An out endpoint is not rung, so its sessions are not judged (as on the board). With REF the
