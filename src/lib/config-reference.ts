@@ -30,6 +30,7 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
   { name: 'SWITCHBOARD_METRICS_TOKEN', default: 'unset (/metrics closed)', description: 'bearer token for GET /metrics, at least 32 printable bytes' },
   { name: 'SWITCHBOARD_NOTIFY_HOOK_MAX', default: '5', description: 'notify hooks per endpoint (0-100)' },
   { name: 'SWITCHBOARD_INGEST_RATE', default: '100', description: 'valid deliveries per second to one webhook before 429, burst twice that (1-100000)' },
+  { name: 'SWITCHBOARD_SESSION_IDLE', default: '5m', description: 'an MCP session with no stream and no request for this long ends on every instance (1m to 24h)' },
   { name: 'SWITCHBOARD_SESSIONS_PER_ENDPOINT', default: '32', description: 'live MCP sessions one endpoint may hold (1-1000)' },
   { name: 'SWITCHBOARD_RETENTION', default: '720h (30 days)', description: 'how long finished todos, their events and doorbell rings are kept (at least 1h)' },
   { name: 'SWITCHBOARD_NOTIFY_HOOK_ALLOW_CIDRS', default: 'unset', description: 'CIDRs notify hooks may call although not public (e.g. 10.0.0.0/8), on any port' },
