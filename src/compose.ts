@@ -34,6 +34,7 @@ import { TodoEvents } from './services/todo-events.ts';
 import { TodoWork } from './services/todo-work.ts';
 import { mergeWakeups, type WakeupHandlers } from './services/wakeups.ts';
 import { Webhooks } from './services/webhooks.ts';
+import { WebhookRouting } from './services/webhook-routing.ts';
 
 /** Every service of one instance, built once on one base (buildServices is its one list). The surfaces take what they need from it. */
 export type Services = ReturnType<typeof buildServices>;
@@ -85,6 +86,7 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions) {
   const presence = new PresenceService(base, sessions, presenceCache, doorbell, (endpointId, reason) => hooks.announceBacklog(endpointId, reason));
   directory.beforeFirstCopy((endpointId) => presence.load(endpointId));
   const webhooks = new Webhooks(base, box, baseUrl);
+  const webhookRouting = new WebhookRouting(base, webhooks);
   const revocations = new Revocations(base, sessions, credentials);
   const readyRings = new ReadyRings(base, sessions, doorbell);
   const waiters = new ClaimWaiters();
@@ -114,7 +116,8 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions) {
     events,
     todos,
     todoWork,
-    ingest: new IngestService(base, { metrics, webhooks, todos, replayWindowMs: config.retentionMs }),
+    webhookRouting,
+    ingest: new IngestService(base, { metrics, webhooks, routing: webhookRouting, todos, replayWindowMs: config.retentionMs }),
     boardReads: new BoardReads(base),
     humans: new Humans(base),
     /** SWITCHBOARD_RETENTION, for the retention loop. */

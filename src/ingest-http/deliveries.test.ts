@@ -162,6 +162,9 @@ describe('deliveries', () => {
       queue: 'reviews',
       trust_mode: 'signed',
       verified: true,
+      // No rules: the webhook's target queue, traced as the default.
+      routing: { stage: 'default', rule_index: null, rule_name: null, action: 'queue', queue: 'reviews' },
+      event_id: expect.stringMatching(/^\d+$/),
     });
     issueTodo = r.json.id;
     expect(await counts()).toEqual({ todos: before.todos + 1, events: before.events + 1 });
@@ -204,6 +207,8 @@ describe('deliveries', () => {
       content_type: 'application/json',
       webhook_id: gh.webhook_id,
       endpoint_id: forge.id,
+      disposition: 'routed',
+      routing: { stage: 'default', rule_index: null, rule_name: null, action: 'queue', queue: 'reviews' },
     });
     expect(Buffer.from(ev!.payload).toString()).toBe(JSON.stringify(githubIssueOpened));
     expect(ev!.payload_size).toBe(Buffer.byteLength(JSON.stringify(githubIssueOpened)));

@@ -8,6 +8,7 @@ export type AuditAction =
   | 'webhook.create'
   | 'webhook.rotate'
   | 'webhook.delete'
+  | 'webhook.rules'
   | 'notify_hook.create'
   | 'notify_hook.rotate'
   | 'notify_hook.delete'

@@ -38,6 +38,18 @@ export class Metrics {
     labelNames: ['provider', 'trust_mode', 'verdict'] as const,
     registers: [this.registry],
   });
+  readonly routingDecisions = new Counter({
+    name: 'switchboard_routing_decisions_total',
+    help: 'Deliveries to webhooks with routing rules, by what routing made of them (queue, drop, fanout, fault).',
+    labelNames: ['action'] as const,
+    registers: [this.registry],
+  });
+  readonly routingFaults = new Counter({
+    name: 'switchboard_routing_faults_total',
+    help: 'Deliveries whose routing faulted (no todo, answered 503), by cause (error, not_bool, rule_budget, delivery_budget).',
+    labelNames: ['cause'] as const,
+    registers: [this.registry],
+  });
   readonly webhookVerifyFailures = new Counter({
     name: 'switchboard_webhook_verify_failures_total',
     help: 'Signed deliveries refused, by provider and reason.',

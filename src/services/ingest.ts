@@ -5,6 +5,12 @@ import { EVENT_HEADERS, bodyDigest, deliveryId, eventType, sanitizeHeaders, veri
 import { NOTIFY_HOOK_MARKER } from '../domain/hook-marker.ts';
 import { ingestIdempotencyKey, kindProblem } from '../domain/todo-input.ts';
 import type { Metrics } from '../lib/metrics.ts';
+import type { DeliveryFacts } from '../domain/routing/envelope.ts';
+import { buildEnvelope } from '../domain/routing/envelope.ts';
+import type { Decision, RouteTrace } from '../domain/routing/route.ts';
+import type { RouteAction } from '../domain/routing/rules.ts';
+import type { FanOutSkip } from '../store/todos/index.ts';
+import type { WebhookRouting } from './webhook-routing.ts';
 import { isEndpointRevoked } from '../store/endpoints.ts';
 import type { EventInput } from '../store/todos/index.ts';
 import { recordEventWithoutTodo } from '../store/webhook-events.ts';
@@ -25,11 +31,22 @@ export interface IncomingDelivery {
 
 export interface Accepted {
   todos: { id: string; endpoint_id: string; queue: string; created: boolean }[];
-  created: 0 | 1;
-  id: string;
-  queue: string;
+  /** How many todos this delivery made (0 for a redelivery, a drop or a repeat). */
+  created: number;
+  /** The first todo (the owner's unless a rule sent it elsewhere); absent when none was made. */
+  id?: string;
+  queue?: string;
   trust_mode: string;
   verified: boolean;
+  /** Why it became what it did (domain/routing/route.ts). */
+  routing: RouteTrace;
+  /** A rule dropped it: recorded, no todo. */
+  dropped?: true;
+  /** A `once` rule's subject already had a live todo: recorded as a repeat, that todo returned. */
+  repeat?: true;
+  /** Fan-out targets skipped at delivery (revoked, or no longer in scope since the rules were saved). */
+  skipped?: { endpoint: string; reason: FanOutSkip }[];
+  event_id?: string;
 }
 
 /** A verified delivery that asks for no work (a ping, a test delivery): an event, no todo, no ring. */
@@ -75,6 +92,7 @@ export class IngestService {
     private readonly deps: {
       metrics: Metrics;
       webhooks: Webhooks;
+      routing: Pick<WebhookRouting, 'routerOf'>;
       todos: TodoService;
       /** How far back a signed body counts as already delivered (SWITCHBOARD_RETENTION, the events' lifetime). */
       replayWindowMs: number;
@@ -164,7 +182,7 @@ export class IngestService {
     if (reason) {
       let kept;
       try {
-        kept = await recordEventWithoutTodo(sql, { ...record, endpointId: target.endpoint_id }, now);
+        kept = await recordEventWithoutTodo(sql, { ...record, endpointId: target.endpoint_id, disposition: 'recorded' }, now);
       } catch (err) {
         if (isEndpointRevoked(err)) return reject(notActive());
         throw err;
@@ -187,22 +205,26 @@ export class IngestService {
       };
     }
 
-    let stored;
+    const decision = this.#route(target, { source: provider, event, deliveryId: delivery, trustMode: target.trust_mode, verified: signed, headers: record.headers ?? {}, payload });
+    const answer = { trust_mode: target.trust_mode, verified: signed, routing: decision.trace };
     try {
-      stored = await this.deps.todos.push(
-        record,
-        {
-          endpointId: target.endpoint_id,
-          queue: target.target_queue,
-          title: titleFor(provider, event, payload),
-          source: provider,
-          kind: event,
-          payload,
-          payloadIsBody: bodyIsStoredPayload(provider, contentType, d.body),
-          idempotencyKey: ingestIdempotencyKey(target.id, delivery),
-        },
-        now,
-      );
+      if (decision.fault) {
+        // Nothing made, and the body's replay key left unclaimed: the producer's retry is routed afresh.
+        const kept = await recordEventWithoutTodo(sql, { ...record, endpointId: target.endpoint_id, replay: null, disposition: 'faulted', routing: decision.trace }, now);
+        metrics.routingFaults.inc({ cause: decision.trace.cause! });
+        log.warn({ slug: target.endpoint_slug, webhook_id: target.id, event, event_id: kept.eventId, routing: decision.trace }, 'webhook delivery faulted in routing: no todo, answered 503');
+        return reject(
+          new SwitchboardError('unavailable', `routing faulted at rule ${decision.trace.rule_index} (${decision.trace.rule_name}): ${decision.trace.message}; nothing was made, retry after fixing the rule`, {
+            retry_after: 60,
+            event_id: kept.eventId,
+            routing: decision.trace,
+          }),
+        );
+      }
+      const accepted = await this.#deliver(target, record, decision.action, decision.trace, { provider, event, payload, delivery, contentType, body: d.body, now });
+      metrics.webhookDeliveries.inc({ provider, trust_mode: target.trust_mode, verdict: 'accepted' });
+      log.debug({ slug: target.endpoint_slug, provider, event, todos: accepted.todos.map((t) => t.id), created: accepted.created, event_id: accepted.event_id }, 'webhook delivery');
+      return { ok: true, accepted: { ...accepted, ...answer } };
     } catch (err) {
       // jsonb cannot hold U+0000 (valid JSON as "\u0000") nor an unpaired surrogate ("\ud800"):
       // the body's fault, so a 400 the producer can see, not a 500 that reads as the server's.
@@ -212,20 +234,74 @@ export class IngestService {
         new SwitchboardError('invalid_argument', 'body: contains a NUL character (U+0000) or an unpaired UTF-16 surrogate, which cannot be stored', { field: 'body' }),
       );
     }
-    const { todo, created, eventId } = stored;
-    metrics.webhookDeliveries.inc({ provider, trust_mode: target.trust_mode, verdict: 'accepted' });
-    // The access line already says a delivery came and how it was answered; this one is for debugging.
-    log.debug({ slug: target.endpoint_slug, provider, event, todo_id: todo.id, created, event_id: eventId }, 'webhook delivery');
+  }
+
+  /** The webhook's routing decision for this delivery (without rules: its target queue, traced as the default). */
+  #route(target: IngestTarget, facts: DeliveryFacts): Decision {
+    const router = this.deps.routing.routerOf(target);
+    if (router instanceof SwitchboardError) {
+      // A stored rule that no longer compiles: every delivery faults until the rules are saved again.
+      return { fault: true, trace: { stage: 'rule', rule_index: null, rule_name: null, action: 'fault', cause: 'error', message: router.message } };
+    }
+    if (!router.routes) return { fault: false, action: null, trace: { stage: 'default', rule_index: null, rule_name: null, action: 'queue', queue: target.target_queue } };
+    const decision = router.decide(buildEnvelope(facts, target.routing_params));
+    this.deps.metrics.routingDecisions.inc({ action: decision.trace.action });
+    return decision;
+  }
+
+  /** Makes what the decision says: nothing (a drop), one todo on the owner, or one per fan-out target. */
+  async #deliver(target: IngestTarget, record: EventInput, action: RouteAction | null, trace: RouteTrace, d: RoutedDelivery): Promise<Omit<Accepted, 'trust_mode' | 'verified' | 'routing'>> {
+    const { sql } = this.base;
+    if (action !== null && 'drop' in action) {
+      const kept = await recordEventWithoutTodo(sql, { ...record, endpointId: target.endpoint_id, disposition: 'dropped', routing: trace }, d.now);
+      return { todos: [], created: 0, dropped: true, event_id: kept.eventId };
+    }
+    const queue = action?.queue ?? target.target_queue;
+    const subject = action?.once ? buildEnvelope({ source: d.provider, event: d.event, deliveryId: d.delivery, trustMode: '', verified: false, headers: {}, payload: d.payload }, {}).subject : null;
+    // `once`: the key is the subject's, so a live todo for it makes this delivery a repeat.
+    const key = subject !== null ? `once:${target.id}:${queue}:${subject}` : ingestIdempotencyKey(target.id, d.delivery);
+    const todo = {
+      queue,
+      title: titleFor(d.provider, d.event, d.payload),
+      source: d.provider,
+      kind: d.event,
+      payload: d.payload,
+      payloadIsBody: bodyIsStoredPayload(d.provider, d.contentType, d.body),
+      routing: trace,
+    };
+    const routed: EventInput = { ...record, disposition: 'routed', routing: trace };
+    if (action?.endpoints) {
+      const out = await this.deps.todos.pushFanOut(routed, { endpointId: target.endpoint_id, humanId: target.owner_human_id }, action.endpoints.map((slug) => ({ ...todo, slug, key })), d.now);
+      const made = out.todos.filter((t) => t.todo !== null);
+      const skipped = out.todos.filter((t) => t.skipped !== null).map((t) => ({ endpoint: t.slug, reason: t.skipped! }));
+      const first = made[0]?.todo;
+      return {
+        todos: made.map((t) => ({ id: t.todo!.id, endpoint_id: t.todo!.endpoint_id, queue: t.todo!.queue, created: t.created })),
+        created: made.filter((t) => t.created).length,
+        ...(first ? { id: first.id, queue: first.queue } : {}),
+        ...(skipped.length > 0 ? { skipped } : {}),
+        event_id: out.eventId,
+      };
+    }
+    const { todo: row, created, eventId } = await this.deps.todos.push(routed, { ...todo, endpointId: target.endpoint_id, idempotencyKey: key, repeatKeepsEvent: subject !== null }, d.now);
     return {
-      ok: true,
-      accepted: {
-        todos: [{ id: todo.id, endpoint_id: todo.endpoint_id, queue: todo.queue, created }],
-        created: created ? 1 : 0,
-        id: todo.id,
-        queue: todo.queue,
-        trust_mode: target.trust_mode,
-        verified: signed,
-      },
+      todos: [{ id: row.id, endpoint_id: row.endpoint_id, queue: row.queue, created }],
+      created: created ? 1 : 0,
+      id: row.id,
+      queue: row.queue,
+      ...(subject !== null && !created ? { repeat: true as const } : {}),
+      ...(eventId ? { event_id: eventId } : {}),
     };
   }
+}
+
+/** What a routed delivery carries from the request to the todos it makes. */
+interface RoutedDelivery {
+  provider: IngestTarget['source_type'];
+  event: string | null;
+  payload: unknown;
+  delivery: string;
+  contentType: string;
+  body: Buffer;
+  now: Date;
 }

@@ -17,12 +17,15 @@ import {
   cancelTodo,
   detailTodo,
   getTodo,
+  insertFanOut,
   isDead,
   listTodos,
   queueStatsUnscoped,
   retryTodo,
   summarizeTodo,
   type EventInput,
+  type FanOutTodo,
+  type FannedOut,
   type ListFilter,
   type NewTodo,
   type TodoDetail,
@@ -120,6 +123,18 @@ export class TodoService {
     // The statement broadcast todo_ready at commit for a push-eligible todo (insertDeliveries).
     if (created) this.#events?.becameClaimable([claimable(row, pushEligible)], 'created', 'sent');
     return { todo: row, created, eventId };
+  }
+
+  /**
+   * A routing rule's fan-out: the event on the owner's endpoint and one todo per target endpoint of
+   * the owner's human, in one transaction (store/todos/fan-out.ts); each new todo is announced like
+   * a push's (its todo_ready went out at commit).
+   */
+  async pushFanOut(event: EventInput, owner: { endpointId: string; humanId: string }, targets: readonly FanOutTodo[], now: Date = this.#base.clock.now()): Promise<FannedOut> {
+    const out = await insertFanOut(this.#base.sql, event, owner, targets, now);
+    const made = out.todos.filter((t) => t.created && t.todo !== null).map((t) => claimable(t.todo!, t.pushEligible));
+    this.#events?.becameClaimable(made, 'created', 'sent');
+    return out;
   }
 
   /** An operator's push to one of their endpoints: the endpoint must be active, the input valid. */

@@ -97,8 +97,8 @@ export class Webhooks {
     this.#targets.deleteWhere((t) => t.id === webhookId);
   }
 
-  /** After a rotation or deletion committed: here at once, elsewhere when the NOTIFY arrives. */
-  async #changed(webhookId: string): Promise<void> {
+  /** After a rotation, deletion or rules change committed: forgotten here at once, elsewhere when the NOTIFY arrives. */
+  async afterChange(webhookId: string): Promise<void> {
     this.#forget(webhookId);
     await notify(this.sql, 'webhook_changed', { webhookId });
   }
@@ -121,7 +121,7 @@ export class Webhooks {
         if (await resealWebhookSecretUnscoped(this.sql, w.id, w.signing_secret, box.seal(box.openLegacy(w.signing_secret)!))) {
           resealed++;
           // Instances already serving hold the old form of the secret, which they now refuse.
-          await this.#changed(w.id);
+          await this.afterChange(w.id);
         }
       }
       for (const h of await legacyHookSecretsUnscoped(this.sql)) {
@@ -192,14 +192,14 @@ export class Webhooks {
 
   async rotate(row: WebhookRow, by: Actor) {
     const rotated = await rotateWebhook(this.sql, row, (s) => this.box.for(sealedFor('webhooks', row.id)).seal(s), this.clock.now());
-    await this.#changed(row.id);
+    await this.afterChange(row.id);
     audit(this.log, 'webhook.rotate', by, { endpoint_id: row.endpoint_id, webhook_id: row.id });
     return this.#minted(rotated);
   }
 
   async delete(row: WebhookRow, by: Actor) {
     await deleteWebhook(this.sql, row.id);
-    await this.#changed(row.id);
+    await this.afterChange(row.id);
     audit(this.log, 'webhook.delete', by, { endpoint_id: row.endpoint_id, webhook_id: row.id });
     return { webhook_id: row.id, deleted: true };
   }

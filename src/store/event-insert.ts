@@ -1,4 +1,4 @@
-import { argsOf, rowsBucket } from '../db/compiled.ts';
+import { argsOf, compiledOnce, rowsBucket } from '../db/compiled.ts';
 import type { Fragment, Sql } from '../db/connect.ts';
 import { endpointRevoked } from './endpoints.ts';
 import type { TodoRow } from './todos/row.ts';
@@ -27,7 +27,12 @@ export interface EventInput {
    * webhook with the same body since then answers with the todo it made, whatever its state.
    */
   replay?: { bodySha256: Buffer; since: Date } | null;
+  /** What routing made of it (`routed`, `dropped`, `faulted`, `repeat`, `recorded`), and why (its trace). */
+  disposition?: EventDisposition | null;
+  routing?: unknown;
 }
+
+export type EventDisposition = 'routed' | 'dropped' | 'faulted' | 'repeat' | 'recorded';
 
 /** The event half of one row of a delivery statement's `input` (eventRow): every value as JSON. */
 export interface EventRow {
@@ -50,6 +55,8 @@ export interface EventRow {
   ev_endpoint: string;
   /** The signed body's SHA-256 as bytea hex input: the replay key it claims (null: claims none). */
   ev_sha: string | null;
+  ev_disposition: string | null;
+  ev_routing: unknown;
 }
 
 const byteaInput = (b: Buffer): string => `\\x${b.toString('hex')}`;
@@ -73,6 +80,8 @@ export function eventRow(n: number, event: EventInput, endpointId: string, now: 
     ev_webhook: event.webhookId ?? null,
     ev_endpoint: event.endpointId ?? endpointId,
     ev_sha: replay ? byteaInput(replay.bodySha256) : null,
+    ev_disposition: event.disposition ?? null,
+    ev_routing: event.routing ?? null,
   };
 }
 
@@ -121,7 +130,7 @@ export function eventCtes(sql: Sql, rowCount: number, extraColumns?: Fragment) {
       select * from jsonb_to_recordset(${a('rows')}::text::jsonb) as r(
         n int, now timestamptz, ev_source text, ev_family text, ev_type text, ev_external text, ev_trust text,
         ev_verified boolean, ev_detail text, ev_content_type text, ev_headers jsonb, ev_body bytea, ev_size int,
-        ev_webhook uuid, ev_endpoint uuid, ev_sha bytea${extraColumns ? sql`, ${extraColumns}` : sql``})
+        ev_webhook uuid, ev_endpoint uuid, ev_sha bytea, ev_disposition text, ev_routing jsonb${extraColumns ? sql`, ${extraColumns}` : sql``})
       -- The planner takes a set-returning function for 100 rows; a literal limit tells it how few.
       limit ${sql.unsafe(String(rowsBucket(rowCount)))}
     ), ep as (
@@ -136,10 +145,12 @@ export function eventCtes(sql: Sql, rowCount: number, extraColumns?: Fragment) {
       returning event_id
     ), new_event as (
       insert into events (id, source, family, event_type, external_id, trust_mode, verified, verify_detail,
-                          content_type, headers, payload, payload_size, webhook_id, endpoint_id, received_at, body_sha256)
+                          content_type, headers, payload, payload_size, webhook_id, endpoint_id, received_at, body_sha256,
+                          disposition, routing)
       overriding system value
       select ids.id, i.ev_source, i.ev_family, i.ev_type, i.ev_external, i.ev_trust, i.ev_verified, i.ev_detail,
-             i.ev_content_type, i.ev_headers, i.ev_body, i.ev_size, i.ev_webhook, i.ev_endpoint, i.now, i.ev_sha
+             i.ev_content_type, i.ev_headers, i.ev_body, i.ev_size, i.ev_webhook, i.ev_endpoint, i.now, i.ev_sha,
+             i.ev_disposition, i.ev_routing
       from ids join input i using (n)
       where i.ev_sha is null or ids.id in (select event_id from claimed_key)
       order by ids.n
@@ -170,9 +181,25 @@ export async function endpointGone(sql: Sql, endpointId: string): Promise<never>
   throw endpointRevoked({ slug: gone?.slug ?? endpointId, state: 'revoked' });
 }
 
+/** A `once` delivery whose subject already has a live todo: its event stays, recorded as a repeat. */
+export async function markEventRepeat(sql: Sql, eventId: string): Promise<void> {
+  await sql`update events set disposition = 'repeat' where id = ${eventId}`;
+}
+
 /** After a delivery's event was written but its todo collapsed onto a live one: the event and its replay key go. */
 export async function dropEvent(sql: Sql, eventId: string): Promise<void> {
   await sql`
     with k as (delete from replay_keys where event_id = ${eventId})
     delete from events where id = ${eventId}`;
 }
+
+/**
+ * A delivery's event alone, in one statement (a ping's record, a dropped or faulted delivery, a
+ * fan-out's event before its todos): whether the endpoint was active, and the new event's id
+ * (null: a replay of a body this webhook already has).
+ */
+export const eventOnlyStatement = compiledOnce<DeliveryArgs>(
+  (sql) => sql`
+    with ${eventCtes(sql, 1)}
+    select exists (select 1 from ep) as active, (select id::text from new_event) as new_event_id`,
+);

@@ -1,6 +1,5 @@
-import { compiledOnce } from '../db/compiled.ts';
 import type { Sql } from '../db/connect.ts';
-import { deliveryArgs, endpointGone, eventCtes, eventRow, replayKeyHolder, replayWindowMs, type DeliveryArgs } from './event-insert.ts';
+import { deliveryArgs, endpointGone, eventOnlyStatement, eventRow, replayKeyHolder, replayWindowMs } from './event-insert.ts';
 import type { EventInput } from './todos/index.ts';
 
 /**
@@ -16,15 +15,10 @@ export async function recordEventWithoutTodo(
   now: Date,
 ): Promise<{ eventId: string; created: boolean }> {
   const args = deliveryArgs(event.endpointId, replayWindowMs(event, now), [eventRow(1, event, event.endpointId, now)]);
-  const [row] = await recordStatement(sql).run<{ active: boolean; new_event_id: string | null }>(sql, args);
+  const [row] = await eventOnlyStatement(sql).run<{ active: boolean; new_event_id: string | null }>(sql, args);
   if (!row!.active) return endpointGone(sql, event.endpointId);
   if (row!.new_event_id !== null) return { eventId: row!.new_event_id, created: true };
   const holder = await replayKeyHolder(sql, event.webhookId!, event.replay!.bodySha256, event.endpointId);
   return { eventId: holder?.eventId ?? '', created: false };
 }
 
-const recordStatement = compiledOnce<DeliveryArgs>(
-  (sql) => sql`
-    with ${eventCtes(sql, 1)}
-    select exists (select 1 from ep) as active, (select id::text from new_event) as new_event_id`,
-);

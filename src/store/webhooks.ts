@@ -4,6 +4,7 @@ import { conflict, notFound, SwitchboardError } from '../domain/errors.ts';
 import { hashSecret } from '../lib/secrets.ts';
 import { SOURCE_TYPES, type SourceType } from '../domain/webhook-source.ts';
 import { isUuid } from '../domain/ids.ts';
+import type { RouteAction, RoutingRule } from '../domain/routing/rules.ts';
 
 export { SOURCE_TYPES, type SourceType };
 
@@ -24,6 +25,10 @@ export interface WebhookRow {
   created_at: Date;
   rotated_at: Date | null;
   last_delivery_at: Date | null;
+  /** Routing (migration 0023): ordered rules, the params they read, the action when none matches (null: target_queue). */
+  routing_rules: RoutingRule[];
+  routing_params: Record<string, unknown>;
+  routing_default: RouteAction | null;
 }
 
 /** What delivery needs: the webhook and the state of its owning endpoint. */
@@ -31,6 +36,8 @@ export interface IngestTarget extends WebhookRow {
   endpoint_state: 'active' | 'revoked';
   endpoint_slug: string;
   scope_queues: string[];
+  /** The human who owns the endpoint: a fan-out reaches only their endpoints. */
+  owner_human_id: string;
 }
 
 export interface MintedWebhook {
@@ -111,8 +118,8 @@ export async function deleteWebhook(sql: Sql, webhookId: string): Promise<boolea
 /** The ingest route's lookup: by the SHA-256 of the token in the URL. Crosses tenants by design. */
 export async function findIngestTargetUnscoped(sql: Sql, ingestToken: string): Promise<IngestTarget | null> {
   const [row] = await sql<IngestTarget[]>`
-    select w.*, e.state as endpoint_state, e.slug as endpoint_slug, e.scope_queues
-    from webhooks w join endpoints e on e.id = w.endpoint_id
+    select w.*, e.state as endpoint_state, e.slug as endpoint_slug, e.scope_queues, a.owner_human_id
+    from webhooks w join endpoints e on e.id = w.endpoint_id join agents a on a.id = e.agent_id
     where w.ingest_token_hash = ${hashSecret(ingestToken)}`;
   return row ?? null;
 }

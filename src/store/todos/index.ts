@@ -17,6 +17,7 @@ export {
 } from './row.ts';
 export { claimable, delayDue, isPushEligible, leaseExpired, live, liveKey, pushEligible, retryDue } from './predicates.ts';
 export { insertEventAndTodo, type EventInput, type NewTodo } from './insert.ts';
+export { insertFanOut, type FanOutOutcome, type FanOutSkip, type FanOutTodo, type FannedOut } from './fan-out.ts';
 export { DeliveryBatches, MAX_DELIVERIES_PER_STATEMENT } from './delivery-batches.ts';
 export type { Caller } from './reach.ts';
 export { SELF_TEST_RESULT, claimOwnTestTodo, claimTodo, type ClaimedTodo } from './claim.ts';

@@ -2,7 +2,7 @@ import type { Sql } from '../../db/connect.ts';
 import { conflict } from '../../domain/errors.ts';
 import { argsOf, compiledPer, rowsBucket } from '../../db/compiled.ts';
 import { todoReadyNotifyPerRow } from '../channels.ts';
-import { deliveryArgs, dropEvent, endpointGone, eventCtes, eventRow, replayKeyHolder, replayWindowMs, type DeliveryArgs, type EventInput, type EventRow } from '../event-insert.ts';
+import { deliveryArgs, dropEvent, endpointGone, markEventRepeat, eventCtes, eventRow, replayKeyHolder, replayWindowMs, type DeliveryArgs, type EventInput, type EventRow } from '../event-insert.ts';
 import { liveKey, pushEligible } from './predicates.ts';
 import { newTodoId, TODO_ROW_COLUMNS, type TodoRow } from './row.ts';
 
@@ -29,6 +29,13 @@ export interface NewTodo {
   /** Not claimable, nor rung, before this time (a delayed todo); absent or null: now. */
   runAt?: Date | null;
   synthetic?: boolean;
+  /** The routing trace that made it (domain/routing/route.ts). */
+  routing?: unknown;
+  /**
+   * A live todo with the same key makes this delivery a repeat (a `once` rule): its event is kept
+   * as disposition `repeat`, where a plain duplicate's event is dropped.
+   */
+  repeatKeepsEvent?: boolean;
 }
 
 /** One delivery for insertDeliveries: the event as received, the todo it mints, and when. */
@@ -101,6 +108,7 @@ export async function insertDeliveries(sql: Sql, deliveries: readonly ProducedTo
       priority: todo.priority ?? 0,
       run_at: todo.runAt ? todo.runAt.toISOString() : null,
       synthetic: todo.synthetic ?? false,
+      routing: todo.routing ?? null,
     };
   });
   const args: InsertArgs = { ...deliveryArgs(endpoint, window, rows), instance: instanceId };
@@ -128,8 +136,10 @@ async function settle(
     const row = (fromBody ? { ...fields, payload: todo.payload } : fields) as TodoRow;
     return { todo: row, created: true, eventId: newEventId, pushEligible: eligible };
   }
-  // A duplicate by key changes nothing: drop the event (and the body's key) just written.
-  await dropEvent(sql, newEventId);
+  // A duplicate by key changes nothing: drop the event (and the body's key) just written, or keep
+  // it as a repeat when the key is a `once` rule's subject.
+  if (todo.repeatKeepsEvent) await markEventRepeat(sql, newEventId);
+  else await dropEvent(sql, newEventId);
   const [existing] = await sql<TodoRow[]>`
     select *, event_id::text as event_id from todos
     where endpoint_id = ${todo.endpointId} and idempotency_key = ${key} and ${liveKey(sql)}`;
@@ -151,6 +161,7 @@ interface InsertRow extends EventRow {
   priority: number;
   run_at: string | null;
   synthetic: boolean;
+  routing: unknown;
 }
 
 interface InsertArgs extends DeliveryArgs {
@@ -163,14 +174,14 @@ const insertStatement = compiledPer<number, InsertArgs>((rowCount) => rowsBucket
   const a = argsOf<InsertArgs>();
   const todoColumns = sql`
     todo_id text, queue text, source text, kind text, title text, payload jsonb, payload_is_body boolean, key text,
-    max_attempts int, priority int, run_at timestamptz, synthetic boolean`;
+    max_attempts int, priority int, run_at timestamptz, synthetic boolean, routing jsonb`;
   return sql`
     with ${eventCtes(sql, rowCount, todoColumns)}, t as (
       insert into todos (id, endpoint_id, queue, source, kind, title, payload, event_id, idempotency_key,
-                         max_attempts, priority, run_at, synthetic, created_at, updated_at)
+                         max_attempts, priority, run_at, synthetic, routing, created_at, updated_at)
       select i.todo_id, ${a('endpoint')}::uuid, i.queue, i.source, i.kind, i.title,
              case when i.payload_is_body then convert_from(i.ev_body, 'UTF8')::jsonb else i.payload end, ne.id, i.key,
-             i.max_attempts, i.priority, i.run_at, i.synthetic, i.now, i.now
+             i.max_attempts, i.priority, i.run_at, i.synthetic, i.routing, i.now, i.now
       from new_event ne join ids using (id) join input i using (n)
       order by i.n
       on conflict (endpoint_id, idempotency_key) where ${liveKey(sql)} do nothing

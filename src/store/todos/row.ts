@@ -45,6 +45,8 @@ export interface TodoRow {
   priority: number;
   /** A delayed todo's due time while it waits (pending); null once due. */
   run_at: Date | null;
+  /** Why it exists: the routing trace of the delivery that made it (domain/routing/route.ts), or null. */
+  routing: unknown;
 }
 
 /** The columns a TodoRow is read from (the table's, less `seq`): for a statement that reads all but some. */
@@ -52,7 +54,7 @@ export const TODO_ROW_COLUMNS = [
   'id', 'endpoint_id', 'queue', 'source', 'kind', 'title', 'payload', 'payload_size', 'event_id', 'idempotency_key',
   'assignee', 'state', 'owner', 'lease_expires_at', 'attempt', 'max_attempts', 'result', 'created_at', 'updated_at',
   'claimed_at', 'completed_at', 'next_retry_at', 'last_ringed_at', 'last_ringed_by', 'ring_attempts', 'synthetic', 'claimed_session_id',
-  'lease_token_hash', 'priority', 'run_at',
+  'lease_token_hash', 'priority', 'run_at', 'routing',
 ] as const satisfies readonly (keyof TodoRow)[];
 
 // Every field of TodoRow has its column above (a field added to one and not the other fails to compile).
