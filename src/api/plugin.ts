@@ -21,6 +21,7 @@ import { RateLimiter } from '../lib/rate-limit.ts';
 import { registerTodoRoutes } from './todos.ts';
 import { registerOpenApi } from './openapi.ts';
 import { VERSION } from '../lib/version.ts';
+import type { WebhookRouting } from '../services/webhook-routing.ts';
 
 export interface ApiDeps {
   humans: Humans;
@@ -32,6 +33,7 @@ export interface ApiDeps {
   operatorPresence: OperatorPresence;
   selfTests: SelfTests;
   webhooks: Webhooks;
+  webhookRouting: WebhookRouting;
   hooks: NotifyHooks;
   /** Per endpoint, its sessions across the cluster and how many are unheard. */
   sessionCounts?: (endpointIds: readonly string[]) => Promise<Map<string, SessionCountView>>;
@@ -78,7 +80,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
       registerTodoRoutes(api, { endpoints, todos: deps.todos, human });
       registerPresenceRoutes(api, { endpoints, operatorPresence: deps.operatorPresence });
       registerDoorbellTestRoutes(api, { endpoints, selfTests: deps.selfTests });
-      registerWebhookRoutes(api, { endpoints, webhooks: deps.webhooks });
+      registerWebhookRoutes(api, { endpoints, webhooks: deps.webhooks, webhookRouting: deps.webhookRouting });
       registerHookRoutes(api, { endpoints, hooks: deps.hooks });
     },
     { prefix: '/api/v1' },

@@ -202,6 +202,47 @@ export const doorbellTestReportSchema = z
   .meta({ id: 'DoorbellTestReport' });
 export type DoorbellTestReport = z.output<typeof doorbellTestReportSchema>;
 
+/** Why a delivery became what it did (domain/routing/route.ts RouteTrace). */
+export const routeTraceSchema = z
+  .object({
+    stage: z.enum(['rule', 'default']),
+    rule_index: z.number().int().nullable(),
+    rule_name: z.string().nullable(),
+    action: z.enum(['queue', 'drop', 'fanout', 'fault']),
+    queue: z.string().optional(),
+    endpoints: z.array(z.string()).optional(),
+    once: z.boolean().optional(),
+    cause: z.enum(['error', 'not_bool', 'rule_budget', 'delivery_budget']).optional(),
+    message: z.string().optional(),
+  })
+  .meta({ id: 'RouteTrace' });
+
+const routeActionSchema = z.union([z.object({ drop: z.literal(true) }), z.object({ queue: z.string(), endpoints: z.array(z.string()).optional(), once: z.boolean().optional() })]);
+
+/** GET, PUT /endpoints/{ref}/webhooks/{id}/rules, and POST .../rules/test. */
+export const webhookRulesSchema = z
+  .object({
+    webhook_id: z.string(),
+    rules: z.array(z.object({ name: z.string(), when: z.string(), action: routeActionSchema })),
+    params: z.record(z.string(), z.unknown()),
+    default_action: routeActionSchema.nullable().describe('For a delivery no rule matched; null: a todo in target_queue'),
+    target_queue: z.string(),
+    dry_run: z
+      .array(
+        z.object({
+          event_id: z.string(),
+          event: z.string().nullable(),
+          received_at: timestamp.optional(),
+          would: z.object({ action: z.enum(['queue', 'drop', 'fanout', 'fault']), queue: z.string().nullable(), endpoints: z.array(z.string()), trace: routeTraceSchema }),
+          did: z.object({ disposition: z.string().nullable(), todos: z.array(z.object({ queue: z.string(), slug: z.string() })), trace: z.unknown() }),
+        }),
+      )
+      .optional()
+      .describe('On a write or a test: the 50 latest events replayed, what each would become beside what it became'),
+  })
+  .meta({ id: 'WebhookRules' });
+export type WebhookRules = z.output<typeof webhookRulesSchema>;
+
 /** A webhook as listed: never its secrets, only a hint of its ingest URL. */
 export const webhookViewSchema = z
   .object({
@@ -252,7 +293,8 @@ export const eventViewSchema = z
     webhook_id: z.string().nullable(),
     received_at: timestamp,
     todo_id: z.string().nullable(),
-    disposition: z.enum(['routed', 'recorded']),
+    disposition: z.enum(['routed', 'recorded', 'dropped', 'faulted', 'repeat']).describe('What routing made of it: `routed` (todos made), `recorded` (a ping), `dropped` by a rule, `faulted` (a rule failed: no todo, 503), `repeat` (a `once` subject already had a live todo)'),
+    routing: routeTraceSchema.nullable().describe('Why: the routing trace'),
   })
   .meta({ id: 'EventView' });
 export type EventView = z.output<typeof eventViewSchema>;

@@ -165,13 +165,16 @@ export interface EventSummary {
   webhook_id: string | null;
   received_at: Date;
   todo_id: string | null;
+  /** What routing made of it (null on events older than routing). */
+  disposition: string | null;
+  routing: unknown;
 }
 
 /** Delivery history of one endpoint, newest first. */
 export async function listEndpointEvents(sql: Sql, endpointId: string, limit: number): Promise<EventSummary[]> {
   return sql<EventSummary[]>`
     select ev.id::text as id, ev.source, ev.event_type, ev.external_id, ev.trust_mode, ev.verified, ev.verify_detail,
-      ev.content_type, ev.headers, ev.payload_size, ev.webhook_id, ev.received_at,
+      ev.content_type, ev.headers, ev.payload_size, ev.webhook_id, ev.received_at, ev.disposition, ev.routing,
       (select t.id from todos t where t.event_id = ev.id order by t.created_at limit 1) as todo_id
     from events ev
     where ev.endpoint_id = ${endpointId}

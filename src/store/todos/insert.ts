@@ -144,7 +144,8 @@ async function settle(
     select *, event_id::text as event_id from todos
     where endpoint_id = ${todo.endpointId} and idempotency_key = ${key} and ${liveKey(sql)}`;
   if (!existing) throw conflict('a concurrent delivery with the same key is still being written; retry');
-  return { todo: existing, created: false, eventId: existing.event_id, pushEligible: false };
+  // A repeat's own event is the one kept; a plain duplicate answers with the event of the todo it matched.
+  return { todo: existing, created: false, eventId: todo.repeatKeepsEvent ? newEventId : existing.event_id, pushEligible: false };
 }
 
 /** A row of the delivery statement's input: the event's columns, then the todo's. */
