@@ -6,7 +6,7 @@ import { NOTIFY_HOOK_MARKER } from '../domain/hook-marker.ts';
 import { ingestIdempotencyKey, kindProblem } from '../domain/todo-input.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import type { DeliveryFacts } from '../domain/routing/envelope.ts';
-import { buildEnvelope } from '../domain/routing/envelope.ts';
+import { buildEnvelope, subjectOf } from '../domain/routing/envelope.ts';
 import type { Decision, RouteTrace } from '../domain/routing/route.ts';
 import type { RouteAction } from '../domain/routing/rules.ts';
 import type { FanOutSkip } from '../store/todos/index.ts';
@@ -257,7 +257,7 @@ export class IngestService {
       return { todos: [], created: 0, dropped: true, event_id: kept.eventId };
     }
     const queue = action?.queue ?? target.target_queue;
-    const subject = action?.once ? buildEnvelope({ source: d.provider, event: d.event, deliveryId: d.delivery, trustMode: '', verified: false, headers: {}, payload: d.payload }, {}).subject : null;
+    const subject = action?.once ? subjectOf(d.payload) : null;
     // `once`: the key is the subject's, so a live todo for it makes this delivery a repeat.
     const key = subject !== null ? `once:${target.id}:${queue}:${subject}` : ingestIdempotencyKey(target.id, d.delivery);
     const todo = {

@@ -59,6 +59,14 @@ function numberOf(p: Json): number | null {
   return null;
 }
 
+/** `owner/name#number` of a forge payload's issue or pull request, or null: what `once` keys on. */
+export function subjectOf(payload: unknown): string | null {
+  const p = obj(payload) ?? {};
+  const repository = str(obj(p.repository)?.full_name);
+  const number = numberOf(p);
+  return repository !== null && number !== null ? `${repository}#${number}` : null;
+}
+
 export function buildEnvelope(d: DeliveryFacts, params: Record<string, unknown>): Envelope {
   const p = obj(d.payload) ?? {};
   const item = obj(p.pull_request) ?? obj(p.issue);
@@ -84,7 +92,7 @@ export function buildEnvelope(d: DeliveryFacts, params: Record<string, unknown>)
       .filter((n): n is string => n !== null),
     assignees: logins(item?.assignees),
     requested_reviewers: [...reviewers],
-    subject: repository !== null && number !== null ? `${repository}#${number}` : null,
+    subject: subjectOf(d.payload),
     params,
   };
 }
