@@ -216,6 +216,7 @@ export const routeTraceSchema = z
     message: z.string().optional(),
   })
   .meta({ id: 'RouteTrace' });
+export type RouteTraceView = z.output<typeof routeTraceSchema>;
 
 const routeActionSchema = z.union([z.object({ drop: z.literal(true) }), z.object({ queue: z.string(), endpoints: z.array(z.string()).optional(), once: z.boolean().optional() })]);
 

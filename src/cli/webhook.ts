@@ -1,8 +1,10 @@
+import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import type { EventList, MintedWebhookView, WebhookDeleted, WebhookList } from '../api/wire.ts';
+import type { EventList, MintedWebhookView, WebhookDeleted, WebhookList, WebhookRules } from '../api/wire.ts';
 import type { CliContext } from './context.ts';
 import { apiClient } from './endpoint.ts';
-import { printJson, printTable } from './output.ts';
+import { CliError, EXIT_USAGE, printJson, printTable } from './output.ts';
+import { printDryRun, printRules } from './routing.ts';
 
 function printMinted(ctx: CliContext, w: MintedWebhookView, verb: string): void {
   ctx.io.out(`${verb} ${w.source_type} webhook ${w.webhook_id} → queue ${w.target_queue} (${w.trust_mode}).\n\n`);
@@ -15,6 +17,39 @@ function printMinted(ctx: CliContext, w: MintedWebhookView, verb: string): void 
       : 'The unguessable URL is the credential: anyone holding it can deliver.\n',
   );
 }
+
+/** A FILE that cannot be read or is not JSON: a usage mistake (2), named as the server names one. */
+const fileProblem = (file: string, problem: string) => new CliError(`FILE ${file}: ${problem} (invalid_argument)`, EXIT_USAGE);
+
+/** The rules write in FILE (`-`: stdin), parsed; the server checks its fields. */
+async function readRulesFile(ctx: CliContext, file: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = file === '-' ? await ctx.readStdin() : await readFile(file, 'utf8');
+  } catch (e) {
+    throw fileProblem(file, `cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw fileProblem(file === '-' ? 'stdin' : file, `is not valid JSON (${(e as Error).message})`);
+  }
+}
+
+const rulesPath = (ref: string, id: string) => `/endpoints/${encodeURIComponent(ref)}/webhooks/${encodeURIComponent(id)}/rules`;
+
+const RULES_FILE_HELP = `
+FILE is JSON (- reads stdin); every field is optional, an omitted one is kept and null clears it:
+  {"rules": [{"name": "drop CI noise", "when": "event in [\"check_run\", \"status\"]", "action": {"drop": true}},
+             {"name": "reviews for the bot", "when": "event == \"pull_request\" && requested_reviewers.exists(r, r == params.bot)",
+              "action": {"queue": "reviews", "once": true}}],
+   "params": {"bot": "hubot"},
+   "default_action": {"queue": "inbox"}}
+The first rule whose "when" (a CEL expression) is true decides; an action is {"queue": Q} (with
+"once": true for one live todo per issue or pull request, "endpoints": [...] to fan out to your other
+endpoints) or {"drop": true}. A rule that fails makes nothing and the producer is told to retry.
+The answer replays the webhook's 50 latest events: what each would become beside what it became.
+A problem names its field (rules.1.when) and exits 2; nothing is saved then.`;
 
 export function registerWebhookCommands(program: Command, ctx: CliContext): void {
   const webhook = program.command('webhook').description('webhooks that turn deliveries (GitHub, Gitea, generic) into todos');
@@ -70,6 +105,54 @@ export function registerWebhookCommands(program: Command, ctx: CliContext): void
       const r = await (await apiClient(ctx)).request<WebhookDeleted>('DELETE', `/webhooks/${encodeURIComponent(id)}`);
       if (opts.json) printJson(ctx.io, r.body);
       else ctx.io.out(`Deleted webhook ${r.body.webhook_id}.\n`);
+    });
+
+  const rules = webhook.command('rules').description("a webhook's routing rules: which deliveries become todos, in which queue, and which are dropped");
+
+  rules
+    .command('get')
+    .description("print a webhook's routing rules in order, its params and its default action")
+    .argument('<endpoint>', 'endpoint slug or id')
+    .argument('<webhook_id>', 'webhook id (webhook list shows it)')
+    .option('--json', 'print JSON')
+    .action(async (ref: string, id: string, opts: { json?: boolean }) => {
+      const r = await (await apiClient(ctx, { endpointRef: ref })).get<WebhookRules>(rulesPath(ref, id));
+      if (opts.json) return printJson(ctx.io, r);
+      printRules(ctx.io, r);
+    });
+
+  rules
+    .command('set')
+    .description("save a webhook's routing rules from FILE, then show what the latest events would have become")
+    .argument('<endpoint>', 'endpoint slug or id')
+    .argument('<webhook_id>', 'webhook id (webhook list shows it)')
+    .argument('<file>', 'JSON file with the rules write, or - for stdin')
+    .option('--json', 'print JSON')
+    .addHelpText('after', RULES_FILE_HELP)
+    .action(async (ref: string, id: string, file: string, opts: { json?: boolean }) => {
+      const body = await readRulesFile(ctx, file);
+      const r = (await (await apiClient(ctx, { endpointRef: ref })).request<WebhookRules>('PUT', rulesPath(ref, id), body)).body;
+      if (opts.json) return printJson(ctx.io, r);
+      ctx.io.out(`Saved the routing rules of webhook ${r.webhook_id}.\n`);
+      printRules(ctx.io, r);
+      printDryRun(ctx.io, r);
+    });
+
+  rules
+    .command('test')
+    .description('check the rules in FILE and replay them over the latest events, saving nothing')
+    .argument('<endpoint>', 'endpoint slug or id')
+    .argument('<webhook_id>', 'webhook id (webhook list shows it)')
+    .argument('<file>', 'JSON file with the rules write, or - for stdin')
+    .option('--json', 'print JSON')
+    .addHelpText('after', RULES_FILE_HELP.replace('A problem names', 'Nothing is saved. A problem names').replace('; nothing is saved then.', '.'))
+    .action(async (ref: string, id: string, file: string, opts: { json?: boolean }) => {
+      const body = await readRulesFile(ctx, file);
+      const r = (await (await apiClient(ctx, { endpointRef: ref })).request<WebhookRules>('POST', `${rulesPath(ref, id)}/test`, body)).body;
+      if (opts.json) return printJson(ctx.io, r);
+      ctx.io.out(`Tested the rules for webhook ${r.webhook_id} (nothing saved).\n`);
+      printRules(ctx.io, r);
+      printDryRun(ctx.io, r);
     });
 
   program
