@@ -41,6 +41,11 @@ const HOSTILE_IDS = ['%00', '%E0%A4%A', '%', 'a%00b', 'x'.repeat(5000), '%ED%A0%
 /** A webhook's and a notify hook's routes under `endpoint` (a hostile id, or a real endpoint of the signed-in human's). */
 const integrationRoutes = (endpoint: string, id: string) =>
   ['webhooks', 'hooks'].flatMap((kind) => [`/endpoints/${endpoint}/${kind}/${id}/rotate`, `/endpoints/${endpoint}/${kind}/${id}/delete`]);
+/** A webhook's routing rules page and its Try (the page's own POST is the GET's path). */
+const rulesRoutes = (endpoint: string, id: string, method: 'GET' | 'POST') => [
+  `/endpoints/${endpoint}/webhooks/${id}/rules`,
+  ...(method === 'POST' ? [`/endpoints/${endpoint}/webhooks/${id}/rules/test`] : []),
+];
 const GET_ROUTES = (id: string) => [
   `/endpoints/${id}`,
   `/endpoints/${id}/revoke`,
@@ -48,6 +53,8 @@ const GET_ROUTES = (id: string) => [
   `/todos?endpoint=${id}`,
   ...integrationRoutes(id, id),
   ...integrationRoutes(endpointId, id),
+  ...rulesRoutes(id, id, 'GET'),
+  ...rulesRoutes(endpointId, id, 'GET'),
 ];
 const POST_ROUTES = (id: string) => [
   `/endpoints/${id}/presence`,
@@ -62,6 +69,8 @@ const POST_ROUTES = (id: string) => [
   `/todos/${id}/retry`,
   ...integrationRoutes(id, id),
   ...integrationRoutes(endpointId, id),
+  ...rulesRoutes(id, id, 'POST'),
+  ...rulesRoutes(endpointId, id, 'POST'),
 ];
 
 async function send(method: 'GET' | 'POST', path: string) {

@@ -10,6 +10,7 @@ import type { AuthFailures } from '../web/auth-failures.ts';
 import { sendBoardError, sendPage } from './error-page.ts';
 import { RateLimiter } from '../lib/rate-limit.ts';
 import type { Webhooks } from '../services/webhooks.ts';
+import type { WebhookRouting } from '../services/webhook-routing.ts';
 import type { NotifyHooks } from '../services/notify-hooks.ts';
 import type { TodoService } from '../services/todos.ts';
 import type { Logger } from '../lib/log.ts';
@@ -25,6 +26,7 @@ import { BoardEvents } from './sse.ts';
 import { field, formOf, parseForm } from './form.ts';
 import { endpointRenderer, registerEndpointRoutes } from './routes/endpoints.ts';
 import { registerIntegrationRoutes } from './routes/integrations.ts';
+import { registerRoutingRoutes } from './routes/routing.ts';
 import { registerTodoActionRoutes } from './routes/todo-actions.ts';
 import { registerSignInRoutes } from './routes/sign-in.ts';
 import { registerTodoRoutes, todoRenderer } from './routes/todos.ts';
@@ -51,6 +53,8 @@ export interface BoardDeps {
   boardReads: BoardReads;
   selfTests: SelfTests;
   webhooks: Webhooks;
+  /** Webhook routing rules: the rules page's read, save and try. */
+  webhookRouting: WebhookRouting;
   hooks: NotifyHooks;
   todos: TodoService;
   /** How often live updates look for changes (default 2 s). */
@@ -73,7 +77,7 @@ declare module 'fastify' {
 /**
  * The board: server-rendered pages for the humans who own endpoints, behind a session cookie and
  * a CSRF token on every state-changing form. It calls the same store functions and services as
- * /api/v1 (vend, revoke, presence, shift, self-test, push, webhooks, notify hooks), so every
+ * /api/v1 (vend, revoke, presence, shift, self-test, push, webhooks and their routing rules, notify hooks), so every
  * decision is made in one place.
  */
 export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
@@ -169,6 +173,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     registerEndpointRoutes(board, pages);
     const { renderEndpoint } = endpointRenderer(pages);
     registerIntegrationRoutes(board, { ...pages, renderEndpoint });
+    registerRoutingRoutes(board, pages);
     registerTodoRoutes(board, pages);
     registerTodoActionRoutes(board, { ...pages, renderEndpoint, renderTodo: todoRenderer(pages).renderTodo });
 

@@ -4,6 +4,7 @@ import type { EventSummary } from '../../services/webhooks.ts';
 import type { BoardSession } from '../auth.ts';
 import { Html, html, path } from '../html.ts';
 import { csrfField, fieldError, page, time, type FieldError } from './layout.ts';
+import { dispositionCell } from './routing.ts';
 
 // The endpoint page's webhooks and notify hooks: lists, create forms, the one-time secret pages
 // and the confirm pages of rotate and delete. Secrets appear only on a create or rotate answer.
@@ -80,7 +81,13 @@ ${webhooks.map(
     html`<tr class="webhook-row" id="webhook-${w.webhook_id}"><td>${w.source_type}</td><td>${w.target_queue}</td><td>${w.trust_mode}</td><td><code>${w.ingest_url_hint}</code></td><td>${at(
       w.last_delivery_at,
       'none yet',
-    )}</td><td class="actions"><a href="${path('/endpoints', e.id, 'webhooks', w.webhook_id, 'rotate')}">Rotate…</a> <a class="danger" href="${path('/endpoints', e.id, 'webhooks', w.webhook_id, 'delete')}">Delete…</a></td></tr>`,
+    )}</td><td class="actions"><a class="rules-link" href="${path('/endpoints', e.id, 'webhooks', w.webhook_id, 'rules')}">Rules…</a> <a href="${path(
+      '/endpoints',
+      e.id,
+      'webhooks',
+      w.webhook_id,
+      'rotate',
+    )}">Rotate…</a> <a class="danger" href="${path('/endpoints', e.id, 'webhooks', w.webhook_id, 'delete')}">Delete…</a></td></tr>`,
 )}
 </tbody></table>`
     : html`<p class="empty">No webhooks.</p>`
@@ -88,10 +95,12 @@ ${webhooks.map(
 ${active ? webhookForm(e, s, form) : ''}
 ${
   events.length
-    ? html`<h3>Last deliveries</h3><table><thead><tr><th>Received</th><th>Source</th><th>Event</th><th>Trust</th><th>Todo</th></tr></thead><tbody>
+    ? html`<h3>Last deliveries</h3><table class="deliveries"><thead><tr><th>Received</th><th>Source</th><th>Event</th><th>Trust</th><th>Became</th><th>Todo</th></tr></thead><tbody>
 ${events.map(
   (ev) =>
-    html`<tr><td>${time(ev.received_at)}</td><td>${ev.source}</td><td>${ev.event_type ?? ''}</td><td>${ev.trust_mode}${ev.verified ? ' · verified' : ''}</td><td>${
+    html`<tr class="delivery-row" id="event-${ev.id}"><td>${time(ev.received_at)}</td><td>${ev.source}</td><td>${ev.event_type ?? ''}</td><td>${ev.trust_mode}${
+      ev.verified ? ' · verified' : ''
+    }</td><td class="became">${dispositionCell(ev)}</td><td>${
       ev.todo_id ? html`<a href="${path('/todos', ev.todo_id)}"><code>${ev.todo_id.slice(0, 11)}…</code></a>` : ''
     }</td></tr>`,
 )}

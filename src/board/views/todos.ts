@@ -5,6 +5,7 @@ import type { BoardSession } from '../auth.ts';
 import { Html, html, path, withQuery, type Part } from '../html.ts';
 import { heldText } from './endpoints.ts';
 import { ago, csrfField, page, time } from './layout.ts';
+import { traceText } from './routing.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Todos
@@ -120,6 +121,8 @@ const stateBadge = (t: Pick<HumanTodoRow, 'state' | 'next_retry_at'>) =>
 
 export function todoPage(s: BoardSession, t: HumanTodo, held: EffectivePresence | null, now: Date, opts: TodoPageOptions = {}): string {
   const row = (label: string, value: Part) => html`<dt>${label}</dt><dd>${value}</dd>`;
+  // The routing trace of the delivery that made it; an operator's push has none.
+  const why = traceText(t.routing);
   return page(
     { title: t.title, session: s, liveUrl: opts.refused ? undefined : path('/todos', t.id), nav: 'todos' },
     html`<p class="crumbs"><a href="/todos">Todos</a> / <code>${t.id}</code></p>
@@ -133,6 +136,7 @@ ${opts.refused ? html`<p class="error" role="alert" id="todo-refused">${opts.ref
 ${row('Endpoint', html`<a href="${path('/endpoints', t.endpoint_id)}"><code>${t.endpoint_slug}</code></a> (${t.agent_name})`)}
 ${row('Queue', t.queue)}
 ${row('Source', t.source ?? '')}
+${why ? row('Why', html`<span id="todo-why">${why}</span>`) : ''}
 ${row('Kind', t.kind ?? '')}
 ${row('Created', html`${time(t.created_at)} (${ago(t.created_at, now, '')})`)}
 ${row('Claimed', time(t.claimed_at, 'not yet'))}
