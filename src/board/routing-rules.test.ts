@@ -125,8 +125,8 @@ describe('the rules page of a webhook', () => {
     const row = new RegExp(`<tr class="dry-run-row differs" id="dry-run-${before.json.event_id}">(.*?)</tr>`).exec(tried.text)?.[1];
     expect(row).toBeDefined();
     expect(row).toContain('<td>check_run</td>');
-    expect(row).toContain('<span class="would-action">drop</span> <span class="rule-name">rule 0 (drop CI noise)</span>');
-    expect(row).toContain('<span class="badge disposition disposition-routed">routed</span> <span class="did-todos">inbox of');
+    expect(row).toContain('<span class="would-action">drop</span> <span class="muted">by</span> <span class="rule-name">rule 0 (drop CI noise)</span>');
+    expect(row).toContain('<span class="badge disposition disposition-routed">routed</span> <span class="did-todos">a todo in inbox of');
     // Try keeps the text as typed.
     expect(textareaOf(tried.text)).toBe(escapeHtml(text(rules)));
 
@@ -196,12 +196,12 @@ describe('the routing trace on the board', () => {
 
     const card = (await b.get(`/endpoints/${e.id}`)).text;
     const cell = (eventId: string) => new RegExp(`<tr class="delivery-row" id="event-${eventId}">.*?<td class="became">(.*?)</td>`).exec(card)?.[1];
-    expect(cell(dropped.json.event_id)).toBe('<span class="badge disposition disposition-dropped">dropped</span> <span class="rule-name">rule 0 (drop CI noise)</span>');
-    expect(cell(review.json.event_id)).toBe('<span class="badge disposition disposition-routed">routed</span> <span class="rule-name">rule 1 (reviews for the bot)</span>');
-    expect(cell(repeat.json.event_id)).toBe('<span class="badge disposition disposition-repeat">repeat</span> <span class="rule-name">rule 1 (reviews for the bot)</span>');
-    expect(cell(byDefault.json.event_id)).toBe('<span class="badge disposition disposition-dropped">dropped</span> <span class="rule-name">default</span>');
+    expect(cell(dropped.json.event_id)).toBe('<span class="badge disposition disposition-dropped">dropped</span> <span class="muted">by</span> <span class="rule-name">rule 0 (drop CI noise)</span>');
+    expect(cell(review.json.event_id)).toBe('<span class="badge disposition disposition-routed">routed</span> <span class="muted">by</span> <span class="rule-name">rule 1 (reviews for the bot)</span>');
+    expect(cell(repeat.json.event_id)).toBe('<span class="badge disposition disposition-repeat">repeat</span> <span class="muted">by</span> <span class="rule-name">rule 1 (reviews for the bot)</span>');
+    expect(cell(byDefault.json.event_id)).toBe('<span class="badge disposition disposition-dropped">dropped</span> <span class="muted">by</span> <span class="rule-name">default</span>');
     const [faultRow] = await db.sql`select id::text as id from events where endpoint_id = ${e.id} and disposition = 'faulted'`;
-    expect(cell(faultRow!.id)).toMatch(/^<span class="badge disposition disposition-faulted">faulted<\/span> <span class="rule-name">rule 0 \(issue numbers\)<\/span> <span class="fault-detail">error: .+<\/span>$/);
+    expect(cell(faultRow!.id)).toMatch(/^<span class="badge disposition disposition-faulted">faulted<\/span> <span class="muted">by<\/span> <span class="rule-name">rule 0 \(issue numbers\)<\/span> <span class="fault-detail">error: .+<\/span>$/);
 
     const todo = (await b.get(`/todos/${review.json.id}`)).text;
     expect(todo).toContain('<dt>Why</dt><dd><span id="todo-why">rule 1 (reviews for the bot): queue reviews, once</span></dd>');

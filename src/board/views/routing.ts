@@ -47,13 +47,16 @@ export function traceRule(trace: unknown): string | null {
   return isTrace(trace) ? deciderText(trace) : null;
 }
 
+/** " by rule 0 (drop CI noise)", " by default". */
+const byRule = (t: RouteTrace) => html` <span class="muted">by</span> <span class="rule-name">${deciderText(t)}</span>`;
+
 /** What an event became, as the deliveries list shows it: a badge, and the rule (and a fault's cause and message). */
 export function dispositionCell(ev: { disposition: string | null; routing: unknown; todo_id: string | null }): Html {
   // Events from before routing kept no disposition: a todo means routed, none a ping's record (as GET /api/v1/events says).
   const d = ev.disposition ?? (ev.todo_id ? 'routed' : 'recorded');
   const t = isTrace(ev.routing) ? ev.routing : null;
   const fault = d === 'faulted' && t ? html` <span class="fault-detail">${t.cause ?? 'error'}: ${t.message ?? ''}</span>` : '';
-  return html`<span class="badge disposition disposition-${d}">${d}</span>${t ? html` <span class="rule-name">${deciderText(t)}</span>` : ''}${fault}`;
+  return html`<span class="badge disposition disposition-${d}">${d}</span>${t ? byRule(t) : ''}${fault}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -82,13 +85,18 @@ export const differs = (r: DryRunRow): boolean => !notRouted(r) && wouldKey(r.wo
 
 function wouldCell(r: DryRunRow): Html {
   if (notRouted(r)) return html`<span class="muted">not routed (recorded only)</span>`;
-  return html`<span class="would-action">${actionText(r.would.trace)}</span> <span class="rule-name">${deciderText(r.would.trace)}</span>`;
+  return html`<span class="would-action">${actionText(r.would.trace)}</span>${byRule(r.would.trace)}`;
 }
 
 function didCell(r: DryRunRow): Html {
   const d = r.did.disposition ?? (r.did.todos.length ? 'routed' : 'recorded');
-  const todos = r.did.todos.length ? html` <span class="did-todos">${join(r.did.todos.map((t) => `${t.queue} of ${t.slug}`), ', ')}</span>` : '';
-  const rule = isTrace(r.did.trace) ? html` <span class="rule-name">${deciderText(r.did.trace)}</span>` : '';
+  const todos = r.did.todos.length
+    ? html` <span class="did-todos">${r.did.todos.length === 1 ? 'a todo' : `${r.did.todos.length} todos`} in ${join(
+        r.did.todos.map((t) => `${t.queue} of ${t.slug}`),
+        ', ',
+      )}</span>`
+    : '';
+  const rule = isTrace(r.did.trace) ? byRule(r.did.trace) : '';
   const fault = d === 'faulted' && isTrace(r.did.trace) ? html` <span class="fault-detail">${r.did.trace.cause ?? 'error'}: ${r.did.trace.message ?? ''}</span>` : '';
   return html`<span class="badge disposition disposition-${d}">${d}</span>${todos}${rule}${fault}`;
 }
