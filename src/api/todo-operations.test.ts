@@ -69,6 +69,8 @@ describe('GET /api/v1/endpoints/{ref}/todos/{id}', () => {
       payload_size: 9,
       payload: { pr: 7 },
       result: null,
+      // An operator's push: no webhook rule made it.
+      routing: null,
     });
     const dead = await deadLetter(op, ep, 'dead');
     expect((await op.call('GET', todoPath(ep.id, dead))).json).toMatchObject({ state: 'failed', dead: true, attempt: 1, result: { error: 'boom' } });

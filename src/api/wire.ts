@@ -98,6 +98,22 @@ export const pushResultSchema = z
   .meta({ id: 'PushResult' });
 export type PushResult = z.output<typeof pushResultSchema>;
 
+/** Why a delivery became what it did (domain/routing/route.ts RouteTrace). */
+export const routeTraceSchema = z
+  .object({
+    stage: z.enum(['rule', 'default']),
+    rule_index: z.number().int().nullable(),
+    rule_name: z.string().nullable(),
+    action: z.enum(['queue', 'drop', 'fanout', 'fault']),
+    queue: z.string().optional(),
+    endpoints: z.array(z.string()).optional(),
+    once: z.boolean().optional(),
+    cause: z.enum(['error', 'not_bool', 'rule_budget', 'delivery_budget']).optional(),
+    message: z.string().optional(),
+  })
+  .meta({ id: 'RouteTrace' });
+export type RouteTraceView = z.output<typeof routeTraceSchema>;
+
 /** The compact form a listing carries (store/todos/row.ts summarizeTodo): never the payload. */
 export const todoSummarySchema = z
   .object({
@@ -137,6 +153,7 @@ export const todoDetailSchema = todoSummarySchema
     updated_at: timestamp,
     payload: z.unknown().describe('Any JSON'),
     result: z.unknown().describe('Any JSON; null until the todo is done'),
+    routing: routeTraceSchema.nullable().describe("Why it exists: the routing trace of the webhook delivery that made it (the rule, or the default); null for an operator's push"),
   })
   .meta({ id: 'TodoDetail' });
 export type TodoDetail = z.output<typeof todoDetailSchema>;
@@ -201,22 +218,6 @@ export const doorbellTestReportSchema = z
   })
   .meta({ id: 'DoorbellTestReport' });
 export type DoorbellTestReport = z.output<typeof doorbellTestReportSchema>;
-
-/** Why a delivery became what it did (domain/routing/route.ts RouteTrace). */
-export const routeTraceSchema = z
-  .object({
-    stage: z.enum(['rule', 'default']),
-    rule_index: z.number().int().nullable(),
-    rule_name: z.string().nullable(),
-    action: z.enum(['queue', 'drop', 'fanout', 'fault']),
-    queue: z.string().optional(),
-    endpoints: z.array(z.string()).optional(),
-    once: z.boolean().optional(),
-    cause: z.enum(['error', 'not_bool', 'rule_budget', 'delivery_budget']).optional(),
-    message: z.string().optional(),
-  })
-  .meta({ id: 'RouteTrace' });
-export type RouteTraceView = z.output<typeof routeTraceSchema>;
 
 const routeActionSchema = z.union([z.object({ drop: z.literal(true) }), z.object({ queue: z.string(), endpoints: z.array(z.string()).optional(), once: z.boolean().optional() })]);
 

@@ -4,6 +4,7 @@ import type { PushResult, TodoDetail, TodoList } from '../api/wire.ts';
 import type { CliContext } from './context.ts';
 import { apiClient } from './endpoint.ts';
 import { printJson, printTable, usageError } from './output.ts';
+import { traceWords } from './routing.ts';
 
 /** `--payload` takes inline JSON, `@path`, or `@-` for stdin. */
 async function readPayload(ctx: CliContext, raw: string): Promise<unknown> {
@@ -63,6 +64,8 @@ function printDetail(ctx: CliContext, t: TodoDetail): void {
     ['attempt', `${t.attempt}/${t.max_attempts}`],
     ['kind', t.kind],
     ['source', t.source],
+    // Why it exists: the webhook rule (or the default) that made it; an operator's push has none.
+    ...(t.routing ? [['routing', traceWords(t.routing)] satisfies [string, string]] : []),
     ['owner', t.owner],
     ['run at', t.run_at],
     ['lease expires', t.lease_expires_at],
@@ -156,7 +159,7 @@ export function registerTodoCommands(program: Command, ctx: CliContext): void {
 
   todo
     .command('show')
-    .description('one todo in full: lifecycle fields, payload and result')
+    .description('one todo in full: lifecycle fields, why it exists (the webhook rule that routed it), payload and result')
     .argument('<endpoint>', 'endpoint slug or id')
     .argument('<id>', 'todo id (td_...)')
     .option('--json', 'print JSON')

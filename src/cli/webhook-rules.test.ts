@@ -152,3 +152,40 @@ describe('switchboard webhook rules', () => {
     expect((await run(['webhook', 'rules', '--help'])).out).toMatch(/get[\s\S]*set[\s\S]*test/);
   });
 });
+
+describe('switchboard todo show: why a todo exists', () => {
+  const shown = async (id: string) => {
+    const r = await run(['todo', 'show', ep.slug, id]);
+    expect(r.code, r.err).toBe(0);
+    return r.out;
+  };
+  const detail = async (id: string) => (await api('GET', `/api/v1/endpoints/${ep.slug}/todos/${id}`)).json;
+
+  it('names the rule that routed it, in the text and as `routing` in the API and --json', async () => {
+    const made = await deliver('issue_comment', { issue: { number: 9 }, comment: { body: 'again' } });
+    const trace = { stage: 'rule', rule_index: 1, rule_name: 'comments', action: 'queue', queue: 'reviews', once: true };
+    expect((await detail(made.id)).routing).toEqual(trace);
+    expect(JSON.parse((await run(['todo', 'show', ep.slug, made.id, '--json'])).out).routing).toEqual(trace);
+    expect(await shown(made.id)).toContain('\nrouting:       routed by rule 1 (comments): queue reviews, once\n');
+  });
+
+  it('says the default when no rule matched: the default action, or the target queue', async () => {
+    const before = (await api('GET', `/api/v1/events?endpoint=${ep.slug}&limit=200`)).json.events as { event_type: string; todo_id: string }[];
+    // The push delivered before any rule: the webhook's target queue, traced as the default.
+    const first = before.find((e) => e.event_type === 'push')!;
+    expect((await detail(first.todo_id)).routing).toEqual({ stage: 'default', rule_index: null, rule_name: null, action: 'queue', queue: 'inbox' });
+    expect(await shown(first.todo_id)).toContain('\nrouting:       default: queue inbox\n');
+    // Rules with no default action: what no rule matched goes to the target queue.
+    expect((await api('PUT', `/api/v1/endpoints/${ep.slug}/webhooks/${webhookId}/rules`, { default_action: null })).status).toBe(200);
+    const made = await deliver('push', { ref: 'refs/heads/later' });
+    expect((await detail(made.id)).routing).toEqual({ stage: 'default', rule_index: null, rule_name: null, action: 'queue' });
+    expect(await shown(made.id)).toContain('\nrouting:       default: target queue\n');
+  });
+
+  it("says nothing for an operator's push (routing null)", async () => {
+    const pushed = await run(['todo', 'push', ep.slug, 'By hand', '--queue', 'inbox', '--json']);
+    const id = JSON.parse(pushed.out).id as string;
+    expect((await detail(id)).routing).toBeNull();
+    expect(await shown(id)).not.toContain('routing:');
+  });
+});

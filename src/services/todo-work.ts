@@ -13,6 +13,7 @@ import {
   HeldTransitions,
   isDead,
   listTodos,
+  routingOf,
   summarizeTodo,
   type Caller,
   type ClaimedTodo,
@@ -160,7 +161,8 @@ export class TodoWork {
   async get(w: Worker, id: string) {
     const row = await getTodo(this.base.sql, w.endpointId, id);
     if (!row || !w.queues.includes(row.queue)) throw notFound(`no todo ${id} on this endpoint`);
-    return { ...withFailureFields(row), payload: row.payload, result: row.result ?? null };
+    // `routing` as the operator's view has it (GET /api/v1/endpoints/{ref}/todos/{id}): why the todo exists.
+    return { ...withFailureFields(row), payload: row.payload, result: row.result ?? null, routing: routingOf(row) };
   }
 
   /** A claim's rings, acknowledged by the worker's session: every claim path passes here before it answers. */

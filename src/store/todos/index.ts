@@ -6,6 +6,7 @@ export {
   fullTodo,
   isDead,
   newTodoId,
+  routingOf,
   summarizeTodo,
   type Moved,
   type TodoDetail,

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { RouteTrace } from '../../domain/routing/route.ts';
 import { rfc3339 } from '../../domain/time.ts';
 
 export type TodoState = 'pending' | 'claimed' | 'done' | 'failed' | 'canceled';
@@ -151,7 +152,12 @@ export interface TodoDetail extends Omit<TodoSummary, 'priority' | 'run_at' | 'd
   updated_at: string;
   payload: unknown;
   result: unknown;
+  /** Why it exists: the routing trace of the webhook delivery that made it; null for an operator's push. */
+  routing: RouteTrace | null;
 }
+
+/** The stored routing trace (written only from a RouteTrace), or null. */
+export const routingOf = (t: Pick<TodoRow, 'routing'>): RouteTrace | null => (t.routing ?? null) as RouteTrace | null;
 
 export function detailTodo(t: TodoRow): TodoDetail {
   const { priority: _p, run_at: _r, dead: _d, next_retry_at: _n, lease_expires_at: _l, ...summary } = summarizeTodo(t);
@@ -168,6 +174,7 @@ export function detailTodo(t: TodoRow): TodoDetail {
     updated_at: rfc3339(t.updated_at),
     payload: t.payload,
     result: t.result ?? null,
+    routing: routingOf(t),
   };
 }
 
