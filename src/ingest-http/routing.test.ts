@@ -87,6 +87,11 @@ describe('deliveries through the rules', () => {
     expect(r.json).toMatchObject({ todos: [], created: 0, dropped: true, routing: { stage: 'rule', rule_index: 0, rule_name: 'drop CI noise', action: 'drop' } });
     expect(await counts()).toEqual({ todos: before.todos, events: before.events + 1 });
     expect(await eventRow(r.json.event_id)).toEqual({ disposition: 'dropped', routing: r.json.routing });
+    // The same signed body again is a replay: nothing new, and said so.
+    const replay = await github(w, 'check_run', checkRun, w.signing_secret!);
+    expect(replay.json).toMatchObject({ todos: [], created: 0, duplicate: true, event_id: r.json.event_id });
+    expect(replay.json.dropped).toBeUndefined();
+    expect(await counts()).toEqual({ todos: before.todos, events: before.events + 1 });
   });
 
   it('makes one todo for a review the bot was asked for, traced, and a repeat for the same pull request', async () => {

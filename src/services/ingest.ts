@@ -44,6 +44,8 @@ export interface Accepted {
   dropped?: true;
   /** A `once` rule's subject already had a live todo: recorded as a repeat, that todo returned. */
   repeat?: true;
+  /** The same signed body came before (a replay): nothing was written. */
+  duplicate?: true;
   /** Fan-out targets skipped at delivery (revoked, or no longer in scope since the rules were saved). */
   skipped?: { endpoint: string; reason: FanOutSkip }[];
   event_id?: string;
@@ -254,6 +256,8 @@ export class IngestService {
     const { sql } = this.base;
     if (action !== null && 'drop' in action) {
       const kept = await recordEventWithoutTodo(sql, { ...record, endpointId: target.endpoint_id, disposition: 'dropped', routing: trace }, d.now);
+      // A body this webhook already has is a replay: nothing written, whatever the rules say now.
+      if (!kept.created) return { todos: [], created: 0, duplicate: true, event_id: kept.eventId };
       return { todos: [], created: 0, dropped: true, event_id: kept.eventId };
     }
     const queue = action?.queue ?? target.target_queue;
