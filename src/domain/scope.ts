@@ -15,7 +15,8 @@ export const DRAIN_VERBS = [
   'fail',
   'release',
 ] as const;
-export const WEBHOOK_VERBS = ['create_webhook', 'list_webhooks', 'rotate_webhook', 'delete_webhook'] as const;
+/** The rules verbs are their own grants: create_webhook alone never reached a webhook the human made on the endpoint. */
+export const WEBHOOK_VERBS = ['create_webhook', 'list_webhooks', 'rotate_webhook', 'delete_webhook', 'get_webhook_rules', 'set_webhook_rules', 'test_webhook_rules'] as const;
 export const NOTIFY_HOOK_VERBS = ['create_notify_hook', 'list_notify_hooks', 'rotate_notify_hook', 'delete_notify_hook'] as const;
 export const SELF_VERBS = ['clock_in', 'clock_out', 'presence', 'ack_doorbell', 'test_doorbell', 'get_doorbell_test', 'whoami'] as const;
 

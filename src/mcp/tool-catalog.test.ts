@@ -67,9 +67,11 @@ describe('tools/list', () => {
       expect(tool.title, tool.name).toBe(tool.annotations!.title);
     }
     const readOnly = tools.filter((t) => t.annotations!.readOnlyHint).map((t) => t.name).sort();
-    expect(readOnly).toEqual(['get_doorbell_test', 'get_todo', 'list_notify_hooks', 'list_todos', 'list_webhooks', 'presence', 'whoami']);
+    expect(readOnly).toEqual(['get_doorbell_test', 'get_todo', 'get_webhook_rules', 'list_notify_hooks', 'list_todos', 'list_webhooks', 'presence', 'test_webhook_rules', 'whoami']);
     expect(tools.filter((t) => t.annotations!.openWorldHint).map((t) => t.name)).toEqual(['create_notify_hook']);
     expect(tools.find((t) => t.name === 'delete_webhook')!.annotations).toMatchObject({ destructiveHint: true, readOnlyHint: false });
+    // Rules replace rules: a write may undo the one before; writing the same rules again changes nothing more.
+    expect(tools.find((t) => t.name === 'set_webhook_rules')!.annotations).toMatchObject({ destructiveHint: true, readOnlyHint: false, idempotentHint: true });
   });
 
   it('says to claim one todo at a time, never to drain everything at once', async () => {

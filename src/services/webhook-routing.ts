@@ -23,7 +23,8 @@ export interface RoutingOwner {
   id: string;
   slug: string;
   queues: readonly string[];
-  humanId: string;
+  /** The endpoint's human, whose other endpoints a fan-out may reach; absent for an agent, which may not fan out. */
+  humanId?: string;
 }
 
 /** What a rules write or test answers per replayed event: what it would become beside what it became. */
@@ -103,9 +104,10 @@ export class WebhookRouting {
         }
         continue;
       }
-      if (by.kind === 'agent') throw new SwitchboardError('forbidden', `${field}.endpoints: only the endpoint's human may fan deliveries out to other endpoints`, { field: `${field}.endpoints` });
+      const humanId = owner.humanId;
+      if (by.kind === 'agent' || humanId === undefined) throw new SwitchboardError('forbidden', `${field}.endpoints: only the endpoint's human may fan deliveries out to other endpoints`, { field: `${field}.endpoints` });
       for (const [j, ref] of endpoints.entries()) {
-        const target = await resolveOwnEndpoint(this.sql, owner.humanId, ref).catch(() => {
+        const target = await resolveOwnEndpoint(this.sql, humanId, ref).catch(() => {
           throw invalidArgument(`${field}.endpoints.${j}`, `no endpoint "${ref}" of this webhook's owner`);
         });
         if (target.state !== 'active') throw invalidArgument(`${field}.endpoints.${j}`, `endpoint ${target.slug} is revoked`);

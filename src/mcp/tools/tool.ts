@@ -8,6 +8,7 @@ import type { DoorbellAcks } from '../../services/doorbell/acks.ts';
 import type { PresenceService } from '../../services/presence.ts';
 import type { SelfTests } from '../../services/doorbell/self-tests.ts';
 import type { Webhooks } from '../../services/webhooks.ts';
+import type { WebhookRouting } from '../../services/webhook-routing.ts';
 import type { NotifyHooks } from '../../services/notify-hooks.ts';
 import type { Logger } from '../../lib/log.ts';
 import { parseInput } from '../../domain/validate.ts';
@@ -23,6 +24,7 @@ export interface AgentServices {
   acks: DoorbellAcks;
   selfTests: SelfTests;
   webhooks: Webhooks;
+  webhookRouting: WebhookRouting;
   hooks: NotifyHooks;
 }
 
