@@ -153,6 +153,21 @@ describe('switchboard webhook rules', () => {
   });
 });
 
+describe('switchboard events list: what each delivery became, and why', () => {
+  it('has a BECAME column with the disposition and the rule (or the default)', async () => {
+    await run(['webhook', 'rules', 'set', ep.slug, webhookId, await file('events-rules.json', rules)]);
+    await deliver('status', { state: 'success' });
+    const r = await run(['events', 'list', ep.slug]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out.split('\n')[0]).toMatch(/\bBECAME$/);
+    expect(r.out).toContain('dropped: routed by rule 0 (drop CI noise): drop');
+    // Deliveries before any rule: routed by the default, the target queue.
+    expect(r.out).toContain('routed: default: queue inbox');
+    const json = JSON.parse((await run(['events', 'list', ep.slug, '--json'])).out) as { events: { event_type: string; disposition: string; routing: unknown }[] };
+    expect(json.events.find((e) => e.event_type === 'status')).toMatchObject({ disposition: 'dropped', routing: { stage: 'rule', rule_name: 'drop CI noise' } });
+  });
+});
+
 describe('switchboard todo show: why a todo exists', () => {
   const shown = async (id: string) => {
     const r = await run(['todo', 'show', ep.slug, id]);

@@ -4,7 +4,7 @@ import type { EventList, MintedWebhookView, WebhookDeleted, WebhookList, Webhook
 import type { CliContext } from './context.ts';
 import { apiClient } from './endpoint.ts';
 import { CliError, EXIT_USAGE, printJson, printTable } from './output.ts';
-import { printDryRun, printRules } from './routing.ts';
+import { printDryRun, printRules, traceWords } from './routing.ts';
 
 function printMinted(ctx: CliContext, w: MintedWebhookView, verb: string): void {
   ctx.io.out(`${verb} ${w.source_type} webhook ${w.webhook_id} → queue ${w.target_queue} (${w.trust_mode}).\n\n`);
@@ -171,8 +171,8 @@ export function registerWebhookCommands(program: Command, ctx: CliContext): void
       if (r.events.length === 0) return ctx.io.out('No deliveries.\n');
       printTable(
         ctx.io,
-        ['ID', 'RECEIVED', 'SOURCE', 'EVENT', 'TRUST', 'VERIFIED', 'TODO'],
-        r.events.map((e) => [e.id, e.received_at, e.source, e.event_type, e.trust_mode, e.verified ? 'yes' : 'no', e.todo_id]),
+        ['ID', 'RECEIVED', 'SOURCE', 'EVENT', 'TRUST', 'VERIFIED', 'TODO', 'BECAME'],
+        r.events.map((e) => [e.id, e.received_at, e.source, e.event_type, e.trust_mode, e.verified ? 'yes' : 'no', e.todo_id, e.routing ? `${e.disposition}: ${traceWords(e.routing)}` : e.disposition]),
       );
     });
 }
