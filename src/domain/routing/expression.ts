@@ -10,7 +10,10 @@ import { SwitchboardError } from '../errors.ts';
 //   seconds; `contains`, `startsWith` and `endsWith` do what routing needs;
 // - only the boolean comprehensions (`all`, `exists`, `exists_one`), never nested, and a
 //   comprehension's body reads only its own variable, `params` and literals: each step then costs
-//   one element, and a whole comprehension one pass over its list.
+//   one element, and a whole comprehension one pass over its list;
+// - no value larger than the rule's own text and params: `+` joins only literals and params, and
+//   `cel.bind` is refused (bound doublings of a payload's list grew the heap past 700 MiB in 1.5 s
+//   in bench/rule-languages.ts; cel-js has no step or memory limit to stop them).
 // The time each rule and each delivery took is checked as well (route.ts): over budget is a fault.
 
 /** The envelope's variables and their CEL types. */
@@ -42,6 +45,7 @@ const REFUSED: Record<string, string> = {
   transformList: 'transformList() builds lists; use exists, all or exists_one',
   transformMap: 'transformMap() builds maps; use exists, all or exists_one',
   transformMapEntry: 'transformMapEntry() builds maps; use exists, all or exists_one',
+  bind: 'cel.bind() is not allowed (bound values can double the payload on every step); write the expression out',
 };
 
 function environment(): Environment {
@@ -104,6 +108,9 @@ function structureProblem(root: ASTNode): string | null {
         return;
       }
     }
+    if (op === '+' && !(args as ASTNode[]).every(readsOnlyParamsAndLiterals)) {
+      return void (problem = '+ may join only literals and params (a value built from the payload could grow without bound); compare parts instead, e.g. x.contains("@") && x.contains(params.bot)');
+    }
     if (op === 'id' && inComprehension) {
       const name = args as string;
       if (name !== inComprehension.variable && name !== 'params') {
@@ -114,6 +121,15 @@ function structureProblem(root: ASTNode): string | null {
   };
   visit(root, null);
   return problem;
+}
+
+/** True when a subtree reads no variable but `params`. */
+function readsOnlyParamsAndLiterals(node: ASTNode): boolean {
+  const { op, args } = node as { op: string; args: unknown };
+  if (op === 'id') return args === 'params';
+  let only = true;
+  forEachChild(args, (child) => (only &&= readsOnlyParamsAndLiterals(child)));
+  return only;
 }
 
 function forEachChild(args: unknown, fn: (n: ASTNode) => void): void {

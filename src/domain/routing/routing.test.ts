@@ -76,6 +76,10 @@ describe('compileWhen: CEL, bounded at save', () => {
     expect(refused('labels.map(l, l).size() > 0').message).toContain('map() builds lists');
     expect(refused('labels.exists(l, assignees.exists(a, a == l))').message).toContain('a comprehension inside another');
     expect(refused('labels.exists(l, l == payload.body)').message).toContain('only its variable (l), params and literals');
+    // Nothing can build a value bigger than the rule and its params (a doubling bind, a payload joined to itself).
+    expect(refused('cel.bind(x, payload.commits + payload.commits, size(x) > 1)').message).toContain('cel.bind() is not allowed');
+    expect(refused('size(payload.body + payload.body) > 1').message).toContain('+ may join only literals and params');
+    expect(refused('size(labels + assignees) > 1').message).toContain('+ may join only literals and params');
     // What routing needs compiles.
     for (const ok of ['labels.exists(l, l in params.labels)', 'has(payload.issue) && payload.issue.number > 10', 'event in ["check_run", "status"]', 'payload.comment.body.contains("@" + params.bot)']) {
       expect(() => compileWhen('when', ok)).not.toThrow();
