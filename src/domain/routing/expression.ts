@@ -11,9 +11,10 @@ import { SwitchboardError } from '../errors.ts';
 // - only the boolean comprehensions (`all`, `exists`, `exists_one`), never nested, and a
 //   comprehension's body reads only its own variable, `params` and literals: each step then costs
 //   one element, and a whole comprehension one pass over its list;
-// - no value larger than the rule's own text and params: `+` joins only literals and params, and
-//   `cel.bind` is refused (bound doublings of a payload's list grew the heap past 700 MiB in 1.5 s
-//   in bench/rule-languages.ts; cel-js has no step or memory limit to stop them).
+// - no value larger than the rule's own text and params, and never many payload-sized ones at
+//   once: `+` and list or map literals hold only literals and params, `split` and `json` are
+//   refused, and so is `cel.bind` (bound doublings of a payload's list grew the heap past 700 MiB
+//   in 1.5 s in bench/rule-languages.ts; cel-js has no step or memory limit to stop them).
 // The time each rule and each delivery took is checked as well (route.ts): over budget is a fault.
 
 /** The envelope's variables and their CEL types. */
@@ -46,6 +47,8 @@ const REFUSED: Record<string, string> = {
   transformMap: 'transformMap() builds maps; use exists, all or exists_one',
   transformMapEntry: 'transformMapEntry() builds maps; use exists, all or exists_one',
   bind: 'cel.bind() is not allowed (bound values can double the payload on every step); write the expression out',
+  split: 'split() builds a list as long as the string; use contains, startsWith or endsWith',
+  json: 'json() parses a copy of the bytes; the payload is already parsed: read payload.<field>',
 };
 
 function environment(): Environment {
@@ -110,6 +113,9 @@ function structureProblem(root: ASTNode): string | null {
     }
     if (op === '+' && !(args as ASTNode[]).every(readsOnlyParamsAndLiterals)) {
       return void (problem = '+ may join only literals and params (a value built from the payload could grow without bound); compare parts instead, e.g. x.contains("@") && x.contains(params.bot)');
+    }
+    if ((op === 'list' || op === 'map') && !readsOnlyParamsAndLiterals(node)) {
+      return void (problem = `a ${op} literal may hold only literals and params (it would keep payload-sized values alive together)`);
     }
     if (op === 'id' && inComprehension) {
       const name = args as string;

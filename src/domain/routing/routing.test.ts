@@ -80,6 +80,9 @@ describe('compileWhen: CEL, bounded at save', () => {
     expect(refused('cel.bind(x, payload.commits + payload.commits, size(x) > 1)').message).toContain('cel.bind() is not allowed');
     expect(refused('size(payload.body + payload.body) > 1').message).toContain('+ may join only literals and params');
     expect(refused('size(labels + assignees) > 1').message).toContain('+ may join only literals and params');
+    expect(refused('size([payload.body.lowerAscii(), payload.body.upperAscii()]) > 1').message).toContain('a list literal may hold only literals and params');
+    expect(refused('size(payload.body.split("")) > 1').message).toContain('split() builds a list');
+    expect(refused('size(bytes(payload.body).json()) > 1').message).toContain('json() parses a copy');
     // What routing needs compiles.
     for (const ok of ['labels.exists(l, l in params.labels)', 'has(payload.issue) && payload.issue.number > 10', 'event in ["check_run", "status"]', 'payload.comment.body.contains("@" + params.bot)']) {
       expect(() => compileWhen('when', ok)).not.toThrow();
