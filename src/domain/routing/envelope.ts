@@ -73,8 +73,10 @@ export function buildEnvelope(d: DeliveryFacts, params: Record<string, unknown>)
   const repository = str(obj(p.repository)?.full_name);
   const number = numberOf(p);
   const reviewers = new Set(logins(obj(p.pull_request)?.requested_reviewers));
-  const asked = loginOf(p.requested_reviewer);
+  // A review_request_removed delivery names the reviewer no longer asked: only a request adds one.
+  const asked = p.action === 'review_requested' ? loginOf(p.requested_reviewer) : null;
   if (asked) reviewers.add(asked);
+  if (p.action === 'review_request_removed') reviewers.delete(loginOf(p.requested_reviewer) ?? '');
   return {
     source: d.source,
     event: d.event,

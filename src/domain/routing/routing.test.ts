@@ -98,6 +98,11 @@ describe('buildEnvelope: the forge fields every rule can count on', () => {
     expect(e.params).toEqual({ bot: 'hubot' });
   });
 
+  it('does not count a reviewer whose request was removed', () => {
+    const removed = { ...githubPullRequestReviewRequested, action: 'review_request_removed', requested_reviewer: { login: 'hubot' } };
+    expect(buildEnvelope(facts('pull_request', removed), {}).requested_reviewers).not.toContain('hubot');
+  });
+
   it('gives a push empty fields, not missing ones', () => {
     const e = buildEnvelope(facts('push', githubPush), {});
     expect(e).toMatchObject({ number: null, subject: null, labels: [], assignees: [], requested_reviewers: [], action: null, repository: 'octo/repo' });
