@@ -2,7 +2,7 @@ import { Environment, type ASTNode } from '@marcbachmann/cel-js';
 import { SwitchboardError } from '../errors.ts';
 
 // A rule's `when` is a CEL expression (github.com/google/cel-spec) over the envelope, evaluated by
-// @marcbachmann/cel-js (README, "Routing rules": why CEL, with the measurements). CEL has no loops
+// @marcbachmann/cel-js (README, "Why CEL for routing rules", with the measurements). CEL has no loops
 // and no recursion, no I/O, and its evaluation is synchronous. What is left to bound is done at
 // save, so a delivery's cost stays proportional to its payload:
 // - structural limits on the parse (nodes, depth, literal sizes);
