@@ -181,8 +181,8 @@ describe('switchboard webhook / events CLI', () => {
 
     const events = await run('events', 'list', e.slug);
     expect(events.code).toBe(0);
-    expect(events.out.split('\n')[0]).toMatch(/^ID\s+RECEIVED\s+SOURCE\s+EVENT\s+TRUST\s+VERIFIED\s+TODO$/);
-    expect(events.out).toMatch(new RegExp(`github\\s+issues\\s+signed\\s+yes\\s+${d.json.id}`));
+    expect(events.out.split('\n')[0]).toMatch(/^ID\s+RECEIVED\s+SOURCE\s+EVENT\s+TRUST\s+VERIFIED\s+TODO\s+BECAME$/);
+    expect(events.out).toMatch(new RegExp(`github\\s+issues\\s+signed\\s+yes\\s+${d.json.id}\\s+routed: default: queue reviews`));
     const eventsJson = JSON.parse((await run('events', 'list', e.slug, '--json', '--limit', '5')).out);
     expect(eventsJson.events[0]).toMatchObject({ external_id: delivery, verified: true, todo_id: d.json.id, headers: { 'x-hub-signature-256': '«redacted»' } });
 
