@@ -1,9 +1,6 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
+import { launchBoardBrowser, type BoardBrowser } from '../../test/support/chromium.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectAgent, until, type Agent } from '../../test/support/agents.ts';
 import { startOidcProvider, type TestOidcProvider } from '../../test/support/oidc-provider.ts';
@@ -20,29 +17,18 @@ import { ManualClock } from '../lib/clock.ts';
  * is saved as a screenshot under test-results/board/.
  */
 
-const CHROMIUM = process.env.SWITCHBOARD_CHROMIUM ?? '/usr/bin/chromium';
-const SHOTS = fileURLToPath(new URL('../../test-results/board/', import.meta.url));
 
 let db: Awaited<ReturnType<typeof migratedDatabase>>;
 let app: App & { clock: ManualClock };
 let idp: TestOidcProvider;
-let context: BrowserContext;
+let browser: BoardBrowser;
 let page: Page;
-let userDataDir: string;
 let human: { id: string; handle: string; token: string };
 const clients: Client[] = [];
-const cspViolations: string[] = [];
 
-const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+const shot = (name: string) => browser.shot(`${name}`);
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(
-      `Chromium not found at ${CHROMIUM}: the board's browser test needs it. Install it with ` +
-        '`apt-get install -y --no-install-recommends chromium` (.ci/run does), or point SWITCHBOARD_CHROMIUM at a Chromium binary.',
-    );
-  }
-  mkdirSync(SHOTS, { recursive: true });
   db = await migratedDatabase();
   // The CLI mints the sign-in link with the system clock: start the app's clock at the real now.
   idp = await startOidcProvider({ user: { sub: 'browser-subject', name: 'Ada Lovelace', email: 'ada@example.test', email_verified: true, preferred_username: 'ada' } });
@@ -51,23 +37,12 @@ beforeAll(async () => {
     env: { SWITCHBOARD_OIDC_ISSUER: idp.issuer, SWITCHBOARD_OIDC_CLIENT_ID: idp.clientId, SWITCHBOARD_OIDC_CLIENT_SECRET: idp.clientSecret },
   });
   human = await humanWithToken(db.sql);
-  userDataDir = mkdtempSync(join(tmpdir(), 'sb-chromium-'));
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1200, height: 900 },
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-  context.setDefaultTimeout(10_000);
-  page = context.pages()[0] ?? (await context.newPage());
-  page.on('console', (m) => {
-    if (/Content.Security.Policy/i.test(m.text())) cspViolations.push(m.text());
-  });
+  browser = await launchBoardBrowser();
+  page = browser.page;
 }, 60_000);
 
 afterAll(async () => {
-  await context?.close().catch(() => {});
-  if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
+  await browser?.close();
   await Promise.all(clients.map((c) => c.close().catch(() => {})));
   await app?.stop();
   await idp?.close();
@@ -269,7 +244,7 @@ describe('the board in Chromium', { timeout: 60_000 }, () => {
     await shot('13-signed-out');
     await page.goto(`${app.url}/todos`);
     await page.waitForURL(`${app.url}/login`);
-    expect(cspViolations).toEqual([]);
+    expect(browser.cspViolations).toEqual([]);
   });
 
   it('signs in through the OpenID Connect provider as a new human', async () => {
@@ -282,6 +257,6 @@ describe('the board in Chromium', { timeout: 60_000 }, () => {
     expect(await page.textContent('main')).toContain('No endpoints yet');
     expect(idp.lastAuthorize?.get('code_challenge_method')).toBe('S256');
     await shot('15-signed-in-by-provider');
-    expect(cspViolations).toEqual([]);
+    expect(browser.cspViolations).toEqual([]);
   });
 });

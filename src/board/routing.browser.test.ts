@@ -1,8 +1,5 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
+import { launchBoardBrowser, type BoardBrowser } from '../../test/support/chromium.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiCaller, humanWithToken, migratedDatabase, startTestApp } from '../../test/support/app.ts';
 import { vend } from '../../test/support/fixtures.ts';
@@ -19,47 +16,25 @@ import { createLoginLink } from '../store/web-sessions.ts';
  * test-results/board/routing-*.png.
  */
 
-const CHROMIUM = process.env.SWITCHBOARD_CHROMIUM ?? '/usr/bin/chromium';
-const SHOTS = fileURLToPath(new URL('../../test-results/board/', import.meta.url));
 
 let db: Awaited<ReturnType<typeof migratedDatabase>>;
 let app: App & { clock: ManualClock };
-let context: BrowserContext;
+let browser: BoardBrowser;
 let page: Page;
-let userDataDir: string;
 let human: { id: string; handle: string; token: string };
-const cspViolations: string[] = [];
 
-const shot = (name: string) => page.screenshot({ path: join(SHOTS, `routing-${name}.png`), fullPage: true });
+const shot = (name: string) => browser.shot(`routing-${name}`);
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(
-      `Chromium not found at ${CHROMIUM}: the board's browser tests need it. Install it with ` +
-        '`apt-get install -y --no-install-recommends chromium` (.ci/run does), or point SWITCHBOARD_CHROMIUM at a Chromium binary.',
-    );
-  }
-  mkdirSync(SHOTS, { recursive: true });
   db = await migratedDatabase();
   app = await startTestApp(db.url, new ManualClock(new Date()));
   human = await humanWithToken(db.sql);
-  userDataDir = mkdtempSync(join(tmpdir(), 'sb-chromium-'));
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1200, height: 900 },
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-  context.setDefaultTimeout(10_000);
-  page = context.pages()[0] ?? (await context.newPage());
-  page.on('console', (m) => {
-    if (/Content.Security.Policy/i.test(m.text())) cspViolations.push(m.text());
-  });
+  browser = await launchBoardBrowser();
+  page = browser.page;
 }, 60_000);
 
 afterAll(async () => {
-  await context?.close().catch(() => {});
-  if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
+  await browser?.close();
   await app?.stop();
   await db?.drop();
 });
@@ -187,6 +162,6 @@ describe('routing rules in Chromium', { timeout: 60_000 }, () => {
     await page.waitForURL(/\/todos\/td_/);
     expect(await page.textContent('#todo-why')).toBe('rule 1 (reviews for the bot): queue reviews, once');
     await shot('06-todo-why');
-    expect(cspViolations).toEqual([]);
+    expect(browser.cspViolations).toEqual([]);
   });
 });

@@ -13,7 +13,7 @@ import { insertEventAndTodo } from '../../store/todos/index.ts';
 import { DEAF_THRESHOLD, Doorbell } from './doorbell.ts';
 import { CHANNEL_METHOD, todoDoorbell } from '../../domain/doorbell-notification.ts';
 import { sweepOnce } from '../maintenance/doorbell-sweep.ts';
-import { connectAgent, settle, until, type Vended } from '../../../test/support/agents.ts';
+import { connectAgent, settle, until, untilRingRecorded, type Vended } from '../../../test/support/agents.ts';
 
 /** Doorbells end to end: SDK clients with open streams, a real server, time moved by hand. */
 
@@ -277,8 +277,11 @@ describe('heartbeat sweep', () => {
     const shallow = await vend();
     await listener(deep);
     await listener(shallow);
-    for (let i = 0; i < 6; i++) await push(deep, `deep ${i}`);
+    const deepIds: string[] = [];
+    for (let i = 0; i < 6; i++) deepIds.push(await push(deep, `deep ${i}`));
     const lone = await push(shallow, 'lone');
+    // Each creation ring is recorded when it is claimed: let them land before time moves.
+    for (const id of [...deepIds, lone]) await untilRingRecorded(db.sql, { todo_id: id });
     app.clock.advance(6 * 60_000);
     const rung = await sweepOnce({ sql: db.sql, clock: app.clock, log: createLogger('silent'), doorbell: app.services.doorbell, receivers: () => [deep.id, shallow.id] });
     expect(rung).toBe(3);

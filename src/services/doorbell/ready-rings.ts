@@ -44,13 +44,15 @@ export class ReadyRings {
    */
   #claimAndRing(todo: RingTarget, failures: number): void {
     const { sql, clock, log } = this.base;
-    const at = clock.now();
     // An instance holding only sessions less likely to hear (a proxy's probe, an unheard one)
     // leaves the ring to the instance that holds a better one: it heard todo_ready too.
     this.doorbell
       .ringsBestHere(todo.endpoint_id, todo.queue)
       .then(async (best) => {
-        if (!best || !(await claimReadyRing(sql, todo.id, at)) || this.doorbell.ring(todo, at).rung) return;
+        if (!best) return;
+        // Read after the comparison: the ring is decided when it is claimed (announce.ts), not earlier.
+        const at = clock.now();
+        if (!(await claimReadyRing(sql, todo.id, at)) || this.doorbell.ring(todo, at).rung) return;
         await withdrawReadyRing(sql, todo.id, at);
       })
       .catch((err: unknown) => {
