@@ -49,7 +49,10 @@ export class ReadyRings {
     this.doorbell
       .ringsBestHere(todo.endpoint_id, todo.queue)
       .then(async (best) => {
-        if (!best) return;
+        // The stream seen before the comparison may have closed during it: a claim without one
+        // would take the ring from an instance that holds the new stream, after its digest left
+        // the todo to this ring (announce.ts).
+        if (!best || !this.sessions.hasOpenStream(todo.endpoint_id)) return;
         // Read after the comparison: the ring is decided when it is claimed (announce.ts), not earlier.
         const at = clock.now();
         if (!(await claimReadyRing(sql, todo.id, at)) || this.doorbell.ring(todo, at).rung) return;
