@@ -235,6 +235,7 @@ export const webhookRulesSchema = z
           event_id: z.string(),
           event: z.string().nullable(),
           received_at: timestamp.optional(),
+          routed: z.boolean().describe('false for a delivery recorded before routing (a ping, a test delivery): the rules never see it'),
           would: z.object({ action: z.enum(['queue', 'drop', 'fanout', 'fault']), queue: z.string().nullable(), endpoints: z.array(z.string()), trace: routeTraceSchema }),
           did: z.object({ disposition: z.string().nullable(), todos: z.array(z.object({ queue: z.string(), slug: z.string() })), trace: z.unknown() }),
         }),

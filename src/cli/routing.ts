@@ -64,7 +64,7 @@ function wouldOutcome(w: DryRunRow['would']): string {
 }
 
 /** A ping or a test delivery: recorded before routing, whatever the rules say. */
-const isPing = (row: DryRunRow) => row.did.disposition === 'recorded';
+const isPing = (row: DryRunRow) => !row.routed;
 
 const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { githubIssueCommentCreated, githubPullRequestOpened, githubPullRequestReviewRequested, githubPush } from '../domain/ingest/fixtures.testkit.ts';
+import { githubIssueCommentCreated, githubPing, githubPullRequestOpened, githubPullRequestReviewRequested, githubPush } from '../domain/ingest/fixtures.testkit.ts';
 import { api, counter, counts, createWebhook, db, github, type Minted, todo, useIngestSuite, vend, type Vended } from '../../test/support/ingest.ts';
 
 // Routing rules end to end (issue 37): a rules write through /api/v1, then signed GitHub
@@ -144,6 +144,7 @@ describe('deliveries through the rules', () => {
 
   it('a write answers a dry run over the latest events: what each would become beside what it became', async () => {
     await github(w, 'issue_comment', githubIssueCommentCreated, w.signing_secret!);
+    expect((await github(w, 'ping', githubPing, w.signing_secret!)).status).toBe(200);
     const rules = { rules: [{ name: 'comments', when: 'event == "issue_comment"', action: { queue: 'inbox' } }], default_action: null };
     const tested = await api('POST', `${rulesPath(e, w)}/test`, rules);
     expect(tested.status).toBe(200);
@@ -151,6 +152,9 @@ describe('deliveries through the rules', () => {
     expect(rows.length).toBeGreaterThanOrEqual(5);
     const comment = rows.find((x) => x.event === 'issue_comment')!;
     expect(comment).toMatchObject({ would: { action: 'queue', queue: 'inbox', trace: { rule_name: 'comments' } }, did: { disposition: 'dropped', todos: [] } });
+    expect(comment).toMatchObject({ routed: true });
+    // A ping is recorded before routing: the rules never see it, and the dry run says so.
+    expect(rows.find((x) => x.event === 'ping')).toMatchObject({ routed: false, did: { disposition: 'recorded' } });
     const check = rows.find((x) => x.event === 'check_run')!;
     expect(check).toMatchObject({ would: { action: 'queue', queue: 'inbox', trace: { stage: 'default' } }, did: { disposition: 'dropped' } });
     // A test saves nothing.

@@ -1,6 +1,6 @@
 import type { Sql } from '../db/connect.ts';
 import type { Actor } from '../domain/actor.ts';
-import { decodeDelivery, formPayload, isFormDelivery } from '../domain/ingest/body.ts';
+import { decodeDelivery, formPayload, isFormDelivery, noTodoReason } from '../domain/ingest/body.ts';
 import { SwitchboardError, invalidArgument, isSwitchboardError } from '../domain/errors.ts';
 import { buildEnvelope } from '../domain/routing/envelope.ts';
 import { compileRouting, type Decision, type RouteTrace, type Router } from '../domain/routing/route.ts';
@@ -32,6 +32,8 @@ export interface DryRunRow {
   event_id: string;
   event: string | null;
   received_at: string | undefined;
+  /** False for a delivery ingest records before routing (a ping, a test delivery): the rules never see it. */
+  routed: boolean;
   would: { action: RouteTrace['action']; queue: string | null; endpoints: string[]; trace: RouteTrace };
   did: { disposition: string | null; todos: { queue: string; slug: string }[]; trace: unknown };
 }
@@ -124,8 +126,16 @@ export class WebhookRouting {
   async #dryRun(row: WebhookRow, router: Router, config: RoutingConfig): Promise<DryRunRow[]> {
     const events = await latestWebhookEvents(this.sql, row.id, DRY_RUN_EVENTS);
     return events.map((ev) => {
-      const decision = router.decide(buildEnvelope(replayFacts(row.source_type, ev), config.params));
-      return { event_id: ev.id, event: ev.event_type, received_at: rfc3339(ev.received_at), would: wouldOf(decision, row), did: { disposition: ev.disposition, todos: ev.todos, trace: ev.routing } };
+      const facts = replayFacts(row.source_type, ev);
+      const decision = router.decide(buildEnvelope(facts, config.params));
+      return {
+        event_id: ev.id,
+        event: ev.event_type,
+        received_at: rfc3339(ev.received_at),
+        routed: noTodoReason(row.source_type, ev.event_type, facts.payload) === null,
+        would: wouldOf(decision, row),
+        did: { disposition: ev.disposition, todos: ev.todos, trace: ev.routing },
+      };
     });
   }
 }

@@ -78,7 +78,7 @@ function didKey(d: DryRunRow['did']): string {
 }
 
 /** Recorded events (pings and the like) never reach the rules: whatever they would do, they stay recorded. */
-const notRouted = (r: DryRunRow) => r.did.disposition === 'recorded' || (r.did.disposition === null && r.did.todos.length === 0);
+const notRouted = (r: DryRunRow) => !r.routed;
 
 /** True when the rules replayed would make of the event something other than what it became. */
 export const differs = (r: DryRunRow): boolean => !notRouted(r) && wouldKey(r.would) !== didKey(r.did);
