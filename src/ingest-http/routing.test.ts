@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { githubIssueCommentCreated, githubPing, githubPullRequestOpened, githubPullRequestReviewRequested, githubPush } from '../domain/ingest/fixtures.testkit.ts';
-import { api, counter, counts, createWebhook, db, github, type Minted, todo, useIngestSuite, vend, type Vended } from '../../test/support/ingest.ts';
+import { api, app, counter, counts, createWebhook, db, github, type Minted, todo, useIngestSuite, vend, type Vended } from '../../test/support/ingest.ts';
 
 // Routing rules end to end (issue 37): a rules write through /api/v1, then signed GitHub
 // deliveries through the ingest route, and what each became (todos, events, traces, answers).
@@ -140,6 +140,20 @@ describe('deliveries through the rules', () => {
     expect(retry.status).toBe(202);
     expect(retry.json).toMatchObject({ dropped: true, routing: { stage: 'default' } });
     await putRules(e, w, presets);
+  });
+
+  it('faults every delivery, counted as a fault decision, while a stored rule no longer compiles', async () => {
+    const decisions = await counter('switchboard_routing_decisions_total', { action: 'fault' });
+    // As a rule saved under an older check would be: written past the API, which would refuse it.
+    await db.sql`update webhooks set routing_rules = ${db.sql.json([{ name: 'old', when: 'payload.body.matches("a+")', action: { drop: true } }] as never)}::jsonb where id = ${w.webhook_id}`;
+    await app.services.webhooks.afterChange(w.webhook_id);
+    const before = await counts();
+    const r = await github(w, 'push', githubPush, w.signing_secret!);
+    expect(r.status).toBe(503);
+    expect(r.json).toMatchObject({ code: 'unavailable', routing: { action: 'fault', cause: 'error', message: expect.stringContaining('regular expressions') } });
+    expect(await counts()).toEqual({ todos: before.todos, events: before.events + 1 });
+    expect(await counter('switchboard_routing_decisions_total', { action: 'fault' })).toBe(decisions + 1);
+    expect((await putRules(e, w, presets)).status).toBe(200);
   });
 
   it('a write answers a dry run over the latest events: what each would become beside what it became', async () => {

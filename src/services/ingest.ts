@@ -241,12 +241,14 @@ export class IngestService {
   /** The webhook's routing decision for this delivery (without rules: its target queue, traced as the default). */
   #route(target: IngestTarget, facts: DeliveryFacts): Decision {
     const router = this.deps.routing.routerOf(target);
-    if (router instanceof SwitchboardError) {
-      // A stored rule that no longer compiles: every delivery faults until the rules are saved again.
-      return { fault: true, trace: { stage: 'rule', rule_index: null, rule_name: null, action: 'fault', cause: 'error', message: router.message } };
+    if (!(router instanceof SwitchboardError) && !router.routes) {
+      return { fault: false, action: null, trace: { stage: 'default', rule_index: null, rule_name: null, action: 'queue', queue: target.target_queue } };
     }
-    if (!router.routes) return { fault: false, action: null, trace: { stage: 'default', rule_index: null, rule_name: null, action: 'queue', queue: target.target_queue } };
-    const decision = router.decide(buildEnvelope(facts, target.routing_params));
+    const decision: Decision =
+      router instanceof SwitchboardError
+        ? // A stored rule that no longer compiles: every delivery faults until the rules are saved again.
+          { fault: true, trace: { stage: 'rule', rule_index: null, rule_name: null, action: 'fault', cause: 'error', message: router.message } }
+        : router.decide(buildEnvelope(facts, target.routing_params));
     this.deps.metrics.routingDecisions.inc({ action: decision.trace.action });
     return decision;
   }
