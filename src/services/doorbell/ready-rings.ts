@@ -1,5 +1,5 @@
 import type { SessionRegistry } from '../../sessions/registry.ts';
-import { claimReadyRing, freshReadyTodos, freshReadyTodosOf, withdrawReadyRing } from '../../store/todos/index.ts';
+import { freshReadyTodos, freshReadyTodosOf, ringReadyOnce } from '../../store/todos/index.ts';
 import type { ServiceBase } from '../base.ts';
 import type { WakeupHandlers } from '../wakeups.ts';
 import { CREATION_GATE_MS, type Doorbell, type RingTarget } from './doorbell.ts';
@@ -55,8 +55,7 @@ export class ReadyRings {
         if (!best || !this.sessions.hasOpenStream(todo.endpoint_id)) return;
         // Read after the comparison: the ring is decided when it is claimed (announce.ts), not earlier.
         const at = clock.now();
-        if (!(await claimReadyRing(sql, todo.id, at)) || this.doorbell.ring(todo, at).rung) return;
-        await withdrawReadyRing(sql, todo.id, at);
+        await ringReadyOnce(sql, todo.id, at, () => this.doorbell.ring(todo, at).rung);
       })
       .catch((err: unknown) => {
         const retry = failures < CLAIM_RETRY_DELAYS_MS.length;

@@ -1,7 +1,7 @@
 import type { Clock } from '../../lib/clock.ts';
 import type { Sql } from '../../db/connect.ts';
 import type { Logger } from '../../lib/log.ts';
-import { chargeDueRingsUnscoped, withdrawSweepRings } from '../../store/todos/index.ts';
+import { chargeDueRingsUnscoped } from '../../store/todos/index.ts';
 import type { Doorbell } from '../doorbell/doorbell.ts';
 import type { PresenceService } from '../presence.ts';
 
@@ -24,20 +24,25 @@ export interface SweepDeps {
  * that have a session attached here (DESIGN decision 10) and whose return to in has been claimed
  * (decision 9): a transition still unclaimed is claimed first, which sends its digest instead of
  * single rings. A charged ring that reached no session keeps its charge and gives up the
- * announcement, so the next stream's reconnect digest counts the todo.
+ * announcement before the charge commits, so a reconnect digest counting the todo meanwhile
+ * (another instance's new stream) counts it.
  */
 export async function sweepOnce(deps: SweepDeps): Promise<number> {
   await deps.presence?.claimHeldHere();
   const receivers = deps.receivers ? deps.receivers() : deps.doorbell.receivers();
   if (receivers.length === 0) return 0;
   const now = deps.clock.now();
-  const charged = await chargeDueRingsUnscoped(deps.sql, receivers, now);
-  const unheard: string[] = [];
-  for (const todo of charged) {
-    deps.log.info({ todo_id: todo.id, ring: todo.ring_attempts }, 'doorbell re-ring');
-    if (!deps.doorbell.ring(todo, now).rung) unheard.push(todo.id);
-  }
-  await withdrawSweepRings(deps.sql, unheard, now);
+  // The doorbells are written inside the charge's transaction: a digest elsewhere counting the
+  // same rows waits until the unheard ones are given back (store/todos/announce.ts).
+  const charged = await chargeDueRingsUnscoped(deps.sql, receivers, now, {
+    ring: (todos) =>
+      todos
+        .filter((todo) => {
+          deps.log.info({ todo_id: todo.id, ring: todo.ring_attempts }, 'doorbell re-ring');
+          return !deps.doorbell.ring(todo, now).rung;
+        })
+        .map((todo) => todo.id),
+  });
   return charged.length;
 }
 

@@ -7,10 +7,11 @@ import { pushEligible } from './predicates.ts';
  * never both. `last_ringed_by` says which ('ring' or 'digest') and `last_ringed_at` when:
  *
  * - the ready ring (push fan-out, todo_ready, the LISTEN catch-up) takes only a todo nobody has
- *   announced or charged since it became ready (`claimReadyRing`), and gives it back when nothing
- *   was written (`withdrawReadyRing`);
+ *   announced or charged since it became ready, and gives it back when nothing was written, in
+ *   one transaction (`ringReadyOnce`);
  * - the heartbeat sweep re-rings on the backoff from `last_ringed_at` (push.ts), and says 'ring';
- *   a charged ring that reached no session keeps its charge but gives up the announcement;
+ *   a charged ring that reached no session keeps its charge but gives up the announcement, in the
+ *   charge's transaction;
  * - a digest counts and marks, in one statement, the rows no ring announced at or after the moment
  *   it summarizes (`announceByDigest`), and keeps the mark only if the digest was written.
  *
@@ -20,24 +21,28 @@ import { pushEligible } from './predicates.ts';
 /** The assignments that make a todo unannounced again, for a statement that re-queues it. */
 export const unannounced = (sql: Sql | TxSql) => sql`last_ringed_at = null, last_ringed_by = null`;
 
-/** The ready ring's claim: true when this caller may ring the todo, which nobody announced since it became ready. */
-export async function claimReadyRing(sql: Sql, todoId: string, at: Date): Promise<boolean> {
-  const rows = await sql`
-    update todos t set last_ringed_at = ${at}, last_ringed_by = 'ring'
-    where t.id = ${todoId} and t.last_ringed_at is null and ${pushEligible(sql)}
-    returning t.id`;
-  return rows.length > 0;
-}
-
-/** A ready ring that reached no session: the todo is unannounced again, unless someone announced it since. */
-export async function withdrawReadyRing(sql: Sql, todoId: string, at: Date): Promise<void> {
-  await sql`
-    update todos set last_ringed_at = null, last_ringed_by = null
-    where id = ${todoId} and last_ringed_by = 'ring' and last_ringed_at = ${at} and state = 'pending'`;
+/**
+ * The ready ring, in one transaction: takes the todo if nobody announced or charged it since it
+ * became ready, calls `ring` (which writes the doorbell synchronously and says whether it landed)
+ * while the row is locked, and gives the announcement back when nothing was written. A digest
+ * counting the endpoint meanwhile waits for the outcome, so a ring that fails never hides the
+ * todo from it. Answers whether the doorbell was written ('not_claimed' when someone else has it).
+ */
+export async function ringReadyOnce(sql: Sql, todoId: string, at: Date, ring: () => boolean): Promise<'rung' | 'unheard' | 'not_claimed'> {
+  return sql.begin(async (tx) => {
+    const rows = await tx`
+      update todos t set last_ringed_at = ${at}, last_ringed_by = 'ring'
+      where t.id = ${todoId} and t.last_ringed_at is null and ${pushEligible(tx)}
+      returning t.id`;
+    if (rows.length === 0) return 'not_claimed' as const;
+    if (ring()) return 'rung' as const;
+    await tx`update todos set last_ringed_at = null, last_ringed_by = null where id = ${todoId}`;
+    return 'unheard' as const;
+  });
 }
 
 /** Sweep rings charged at `at` that reached no session: their charge stands (the budget is spent), their announcement does not. */
-export async function withdrawSweepRings(sql: Sql, todoIds: readonly string[], at: Date): Promise<void> {
+export async function withdrawSweepRings(sql: Sql | TxSql, todoIds: readonly string[], at: Date): Promise<void> {
   if (todoIds.length === 0) return;
   await sql`
     update todos set last_ringed_by = null

@@ -43,10 +43,8 @@ export {
 } from './push.ts';
 export {
   announceByDigest,
-  claimReadyRing,
+  ringReadyOnce,
   unannounced,
-  withdrawReadyRing,
-  withdrawSweepRings,
   type BacklogTodo,
   type DigestScope,
 } from './announce.ts';

@@ -1,5 +1,5 @@
 import type { Sql, TxSql } from '../../db/connect.ts';
-import type { BacklogTodo } from './announce.ts';
+import { withdrawSweepRings, type BacklogTodo } from './announce.ts';
 import { pushEligible } from './predicates.ts';
 import { todoMetaColumns, type TodoMetaRow } from './row.ts';
 
@@ -111,14 +111,19 @@ const ringDue = (sql: Sql | TxSql, now: Date) => {
  * predicate is checked again as each row is locked: a digest that marked it after the pick (or
  * is marking it now: the row is skipped) has announced it. Unscoped by design: it has no caller,
  * and each row it returns names its own endpoint.
+ *
+ * `ring` writes the doorbells while the charged rows are still locked and answers the ids that
+ * reached no session; their announcement is withdrawn in the same transaction. A digest counting
+ * the endpoint meanwhile waits for the outcome instead of skipping a todo whose ring then fails.
  */
 export async function chargeDueRingsUnscoped(
   sql: Sql,
   receivers: readonly string[],
   now: Date,
-  limit = SWEEP_LIMIT,
+  opts: { limit?: number; ring?: (charged: TodoMetaRow[]) => string[] } = {},
 ): Promise<TodoMetaRow[]> {
   if (receivers.length === 0) return [];
+  const limit = opts.limit ?? SWEEP_LIMIT;
   const charged = await sql.begin(async (tx) => {
     // Ids first, in a materialized CTE: a LIMIT under FOR UPDATE SKIP LOCKED inside WHERE id IN (...)
     // can be re-run per row by the planner and reach past the cap.
@@ -140,6 +145,7 @@ export async function chargeDueRingsUnscoped(
       update todos t set ring_attempts = t.ring_attempts + 1, last_ringed_at = ${now}, last_ringed_by = 'ring'
       from locked where t.id = locked.id
       returning ${tx.unsafe(todoMetaColumns('t'))}`;
+    if (opts.ring) await withdrawSweepRings(tx, opts.ring(rows), now);
     return rows;
   });
   return charged as TodoMetaRow[];
