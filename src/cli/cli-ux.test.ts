@@ -85,18 +85,19 @@ describe('switchboard login --with-token and auth status', () => {
     expect(json.out).not.toContain(token);
   });
 
-  it('keeps --token; refuses both, neither, an empty stdin and an sbk_ credential as usage mistakes (2)', async () => {
+  it('keeps --token; refuses both, --no-browser with a token, an empty stdin and an sbk_ credential as usage mistakes (2)', async () => {
     const creds = { SWITCHBOARD_CREDENTIALS: join(home, 'login-token.json') };
-    const [flag, both, neither, empty, endpointCredential] = await Promise.all([
+    // Neither flag is the browser login (login-browser.test.ts).
+    const [flag, both, noBrowser, empty, endpointCredential] = await Promise.all([
       cli(['login', '--url', app.url, '--token', token], creds),
       cli(['login', '--url', app.url, '--token', token, '--with-token'], creds, token),
-      cli(['login', '--url', app.url], creds),
+      cli(['login', '--url', app.url, '--with-token', '--no-browser'], creds, token),
       cli(['login', '--url', app.url, '--with-token'], creds, '\n'),
       cli(['login', '--url', app.url, '--with-token'], creds, bot.token),
     ]);
     expect(flag).toMatchObject({ code: 0, out: expect.stringContaining(`as ${handle}`) });
     expect(both).toMatchObject({ code: 2, err: 'switchboard: give the token once: --token TOKEN or --with-token (stdin), not both\n' });
-    expect(neither).toMatchObject({ code: 2, err: 'switchboard: a token is required: --with-token reads it from stdin (or --token TOKEN)\n' });
+    expect(noBrowser).toMatchObject({ code: 2, err: 'switchboard: --no-browser is for the browser login; with a token there is no browser to open\n' });
     expect(empty).toMatchObject({ code: 2, err: 'switchboard: stdin: no token given\n' });
     expect(endpointCredential.code).toBe(2);
     expect(endpointCredential.err).toMatch(/^switchboard: stdin: that is an endpoint credential \(sbk_\.\.\.\).*personal access token \(sbp_\.\.\.\)/);
@@ -109,7 +110,7 @@ describe('switchboard login --with-token and auth status', () => {
       cli(['auth', 'status'], { SWITCHBOARD_URL: app.url, SWITCHBOARD_TOKEN: 'sbp_not_a_real_token' }),
     ]);
     expect(none).toMatchObject({ code: 1, out: '' });
-    expect(none.err).toMatch(/^switchboard: not logged in: set SWITCHBOARD_URL and SWITCHBOARD_TOKEN, or run `switchboard login --url URL --with-token`/);
+    expect(none.err).toBe('switchboard: not logged in: set SWITCHBOARD_URL and SWITCHBOARD_TOKEN, or run `switchboard login --url URL` (browser) or `switchboard login --url URL --with-token` (token on stdin)\n');
     expect(refused).toMatchObject({ code: 1, out: '' });
     expect(refused.err).toBe(`switchboard: ${app.url} does not accept the token from SWITCHBOARD_TOKEN: it is mistyped or from another server (unauthenticated)\n`);
   });

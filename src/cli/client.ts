@@ -2,13 +2,15 @@ import { VERSION } from '../lib/version.ts';
 import type { EndpointView, ErrorEnvelope } from '../api/wire.ts';
 import type { Credentials, LoadedCredentials } from './credentials.ts';
 import { suggestEndpoints } from './did-you-mean.ts';
+import { OAuthRefused, OAuthUnreachable } from './oauth.ts';
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from './output.ts';
+import { isDue, logInAgain, refreshSavedLogin } from './refresh.ts';
 
 /**
  * What went wrong, in the words doctor and `auth status` report: the server could not be reached,
  * or it refused the token (and why), or it answered something else.
  */
-export type ApiProblem = 'unreachable' | 'not_switchboard' | 'unknown_token' | 'revoked_token' | 'endpoint_credential' | 'refused';
+export type ApiProblem = 'unreachable' | 'not_switchboard' | 'unknown_token' | 'revoked_token' | 'endpoint_credential' | 'login_expired' | 'refused';
 
 /** A failed /api/v1 call: one line for people, the server's code and the problem for code. */
 export class ApiError extends CliError {
@@ -64,15 +66,33 @@ function refusedToken(creds: Partial<LoadedCredentials> & Credentials, reason: u
   };
 }
 
-/** A thin /api/v1 client. Failures become a one-line ApiError carrying the server's code. */
+/**
+ * A thin /api/v1 client. Failures become a one-line ApiError carrying the server's code. A browser
+ * login's access token is refreshed silently: before a request when it expires within 30 s, and
+ * once after a 401, then the request is sent again.
+ */
 export class ApiClient {
+  private readonly creds: Credentials & Partial<LoadedCredentials>;
+
   constructor(
-    private readonly creds: Credentials & Partial<LoadedCredentials>,
+    creds: Credentials & Partial<LoadedCredentials>,
     private readonly options: ApiClientOptions = {},
-  ) {}
+  ) {
+    this.creds = { ...creds };
+  }
 
   get baseUrl(): string {
     return this.creds.url;
+  }
+
+  /** The token the next request sends (a refresh replaces a browser login's). */
+  get token(): string {
+    return this.creds.token;
+  }
+
+  /** A browser login's access token expiry, when refreshing is this client's to do. */
+  get expiresAt(): string | undefined {
+    return this.#refreshable ? this.creds.oauth!.expiresAt : undefined;
   }
 
   async request<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
@@ -89,7 +109,26 @@ export class ApiClient {
     }
   }
 
-  async #send<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+  /** Whether this client holds a browser login it may refresh (the file's token, not SWITCHBOARD_TOKEN). */
+  get #refreshable(): boolean {
+    return this.creds.oauth !== undefined && this.creds.file !== undefined;
+  }
+
+  async #refresh(): Promise<void> {
+    const { oauth, file } = this.creds;
+    try {
+      const next = await refreshSavedLogin(file!, { url: this.creds.url, token: this.creds.token, oauth: oauth! });
+      this.creds.token = next.token;
+      this.creds.oauth = next.oauth;
+    } catch (e) {
+      if (e instanceof OAuthRefused) throw new ApiError(e.message, 'login_expired', e.error);
+      if (e instanceof OAuthUnreachable) throw new ApiError(`refreshing the browser login: ${e.message}`, 'unreachable', 'unreachable');
+      throw e;
+    }
+  }
+
+  async #send<T>(method: string, path: string, body?: unknown, retried = false): Promise<{ status: number; body: T }> {
+    if (!retried && this.#refreshable && isDue(this.creds.oauth!)) await this.#refresh();
     let res: Response;
     try {
       res = await fetch(`${this.creds.url}/api/v1${path}`, {
@@ -114,6 +153,13 @@ export class ApiClient {
       /* keep the text */
     }
     if (res.ok) return { status: res.status, body: parsed as T };
+    if (res.status === 401 && this.#refreshable) {
+      if (!retried) {
+        await this.#refresh();
+        return this.#send<T>(method, path, body, true);
+      }
+      throw new ApiError(`${this.creds.url} refused the browser login saved in ${this.creds.file} even after refreshing it; ${logInAgain(this.creds.url)} (unauthenticated)`, 'login_expired', 'unauthenticated');
+    }
     const env = (parsed && typeof parsed === 'object' ? parsed : {}) as Partial<ErrorEnvelope>;
     if (typeof env.code !== 'string') {
       // Not our error envelope: a proxy's page, or a URL that is not a Switchboard server at all.

@@ -35,15 +35,18 @@ Server side (on the host, same environment as serve):
   switchboard admin human add ops       add a human
   switchboard admin token create ops    mint a personal access token (printed once)
 
-Client side (SWITCHBOARD_URL + SWITCHBOARD_TOKEN, or switchboard login):
+Client side (log in once through the browser, or set SWITCHBOARD_URL + SWITCHBOARD_TOKEN):
+  switchboard login --url http://127.0.0.1:8080    approve in the browser (--no-browser prints the URL)
+  switchboard login --url URL --with-token          or a personal access token (sbp_...) on stdin
   switchboard endpoint vend review-bot --queue reviews
   switchboard todo push review-bot-3fa91c0d "Review PR 12" --queue reviews --payload '{"pr":12}'
   switchboard doctor review-bot-3fa91c0d   prove the doorbell loop end to end
 
 Exit codes:
   0  ok
-  1  refused or failed: not logged in, server unreachable, token refused (401), forbidden (403),
-     not found (404), conflict (409), rate limited (429), server error (5xx)
+  1  refused or failed: not logged in, server unreachable, token refused (401) or a browser login
+     that can no longer be refreshed, forbidden (403), not found (404), conflict (409),
+     rate limited (429), server error (5xx)
   2  usage error: a wrong command, flag or argument, whether the CLI or the server (400) found it
 
 Shell completion: switchboard completion bash|zsh|fish (e.g. source <(switchboard completion bash)).`,
