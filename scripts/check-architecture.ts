@@ -15,7 +15,7 @@ export function layerOf(rel: string): string {
   if (rel === 'app.ts' || rel === 'compose.ts' || rel === 'server.ts') return 'root';
   if (rel === 'config.ts') return 'config';
   if (['domain', 'lib', 'store', 'db', 'sessions', 'services', 'web'].includes(top)) return top;
-  if (['api', 'ingest-http', 'mcp', 'board', 'cli'].includes(top)) return 'surface';
+  if (['api', 'ingest-http', 'oauth-http', 'mcp', 'board', 'cli'].includes(top)) return 'surface';
   return 'unknown';
 }
 

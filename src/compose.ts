@@ -11,6 +11,7 @@ import { Doorbell } from './services/doorbell/doorbell.ts';
 import { ReadyRings } from './services/doorbell/ready-rings.ts';
 import { SelfTests } from './services/doorbell/self-tests.ts';
 import { EndpointCredentials } from './services/endpoint-credentials.ts';
+import { OAuthServer } from './services/oauth.ts';
 import { EndpointService } from './services/endpoints.ts';
 import { Humans } from './services/humans.ts';
 import { IngestService } from './services/ingest.ts';
@@ -61,7 +62,8 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions) {
     unheardSessions: (): number => sessions.unheardCount(),
     queueStats: () => queueStats(base),
   });
-  const credentials = new EndpointCredentials(base);
+  const oauth = new OAuthServer(base, baseUrl);
+  const credentials = new EndpointCredentials(base, oauth);
   const box = new SecretBox(config.secretEncryptionKey);
   const acks = new DoorbellAcks(base, metrics, sessions, directory);
   const hooks = new NotifyHooks(base, box, metrics, {
@@ -101,6 +103,8 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions) {
     calls: new CallCancellations(base, sessions),
     metrics,
     credentials,
+    /** The OAuth authorization server: clients that connect by URL alone, and the CLI's browser login. */
+    oauth,
     revocations,
     acks,
     doorbell,

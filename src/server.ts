@@ -2,6 +2,7 @@ import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { SwitchboardError } from './domain/errors.ts';
 import { registerMcp, sendRpcFailure } from './mcp/transport.ts';
 import { registerIngest } from './ingest-http/routes.ts';
+import { registerOAuthRoutes } from './oauth-http/routes.ts';
 import { BOARD_CSP, registerBoard } from './board/plugin.ts';
 import type { OidcLogin } from './board/oidc.ts';
 import { preferredType } from './lib/accept.ts';
@@ -174,6 +175,7 @@ export function buildServer(s: Services, web: WebOptions): FastifyInstance {
     },
   });
   registerMcp(app, { ...shared, allowedHosts: web.allowedHosts, limits: web.mcpLimits });
+  registerOAuthRoutes(app, { oauth: s.oauth, clock, log });
   return app;
 }
 

@@ -62,10 +62,10 @@ describe('the retention pass', () => {
     await f.sql`delete from todos where id = ${recent.orphan.id}`;
 
     // Nothing is past retention yet.
-    expect(await retentionPass(deps())).toEqual({ todos: 0, events: 0, replayKeys: 0, more: false });
+    expect(await retentionPass(deps())).toEqual({ todos: 0, events: 0, replayKeys: 0, oauth: 0, more: false });
 
     f.app.clock.advance(2 * DAY);
-    expect(await retentionPass(deps())).toEqual({ todos: 3, events: 4, replayKeys: 0, more: false });
+    expect(await retentionPass(deps())).toEqual({ todos: 3, events: 4, replayKeys: 0, oauth: 0, more: false });
     for (const t of [old.done, old.failed, old.canceled]) {
       expect(await exists('todos', t.id)).toBe(false);
       expect(await exists('events', t.eventId)).toBe(false);

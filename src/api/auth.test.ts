@@ -23,7 +23,8 @@ useOperatorApiSuite();
 
 const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string })
   .version;
-const REALM = 'Bearer realm="switchboard-api"';
+/** The realm and, for an OAuth client, where to learn how to get a token (RFC 9728 §5.1). */
+const realm = () => `Bearer realm="switchboard-api", resource_metadata="${app.baseUrl}/.well-known/oauth-protected-resource/api"`;
 
 // ---------------------------------------------------------------------------------------------
 
@@ -70,7 +71,7 @@ describe('/api/v1 auth guard (GET /api/v1/me)', () => {
     for (const [label, headers, reason] of attempts) {
       const res = await anon('GET', '/api/v1/me', undefined, headers);
       expect(res.status, label).toBe(401);
-      expect(res.headers.get('www-authenticate'), label).toBe(REALM);
+      expect(res.headers.get('www-authenticate'), label).toBe(realm());
       expect(res.json, label).toEqual({ error: expect.any(String), code: 'unauthenticated', reason });
       bodies.set(reason, (bodies.get(reason) ?? new Set()).add(res.text));
     }
@@ -86,7 +87,7 @@ describe('/api/v1 auth guard (GET /api/v1/me)', () => {
     const asEndpoint = apiCaller(app.baseUrl, ep.token);
     const res = await asEndpoint('POST', '/api/v1/endpoints', { name: 'escalation' });
     expectError(res, 401, 'unauthenticated', { reason: 'endpoint_credential' });
-    expect(res.headers.get('www-authenticate')).toBe(REALM);
+    expect(res.headers.get('www-authenticate')).toBe(realm());
     const pushed = await asEndpoint('POST', pushPath(ep.slug), { title: 'self-assigned' });
     expectError(pushed, 401, 'unauthenticated', { reason: 'endpoint_credential' });
     expect(await counts()).toEqual(before);
@@ -226,7 +227,7 @@ describe('unknown routes under /api/v1', () => {
   it.each(unknown)('%s %s: 401 without a token (the guard comes first)', async (method, path) => {
     const res = await anon(method, path);
     expectError(res, 401, 'unauthenticated', { reason: 'missing' });
-    expect(res.headers.get('www-authenticate')).toBe(REALM);
+    expect(res.headers.get('www-authenticate')).toBe(realm());
   });
 
   it.each(unknown)('%s %s: 404 not_found with a token', async (method, path) => {

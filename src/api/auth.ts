@@ -1,6 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { SwitchboardError } from '../domain/errors.ts';
 import type { Human, Humans } from '../services/humans.ts';
+import type { OAuthServer } from '../services/oauth.ts';
+import { OAUTH_ACCESS_TOKEN_PREFIX as ACCESS_TOKEN_PREFIX } from '../lib/secrets.ts';
 import { bearerToken } from '../web/bearer.ts';
 import { sendError } from '../web/errors.ts';
 import type { AuthFailures } from '../web/auth-failures.ts';
@@ -29,10 +31,10 @@ export function refusalReason(token: string | null): RefusalReason {
 }
 
 const REFUSALS: Record<RefusalReason, string> = {
-  missing: 'a valid personal access token (sbp_...) is required',
+  missing: 'a valid personal access token (sbp_...) or OAuth access token is required (switchboard login --url URL)',
   endpoint_credential: 'an endpoint credential (sbk_...) opens only its MCP endpoint; /api/v1 needs a personal access token (sbp_...)',
   revoked: 'this personal access token was revoked; mint a new one (switchboard admin token create <handle>)',
-  unknown: 'a valid personal access token (sbp_...) is required',
+  unknown: 'a valid personal access token (sbp_...) or OAuth access token is required (switchboard login --url URL)',
 };
 
 /**
@@ -40,17 +42,20 @@ const REFUSALS: Record<RefusalReason, string> = {
  * same realm and code; its `reason` (above) is all that differs. An address that keeps presenting
  * tokens that fail gets 429 before the lookup runs (AuthFailures).
  */
-export function humanGuard(humans: Humans, failures: AuthFailures) {
+export function humanGuard(humans: Humans, failures: AuthFailures, oauth: Pick<OAuthServer, 'humanFor' | 'resourceMetadataUrl'>) {
   return async function guard(req: FastifyRequest, reply: FastifyReply): Promise<void> {
     const token = bearerToken(req);
-    const attempt = token ? await failures.attempt(req.ip, () => humans.authenticateToken(token)) : { value: null };
+    // An OAuth access token (sba_...) of an API grant, or a personal access token (sbp_...).
+    const authenticate = (t: string) => (t.startsWith(ACCESS_TOKEN_PREFIX) ? oauth.humanFor(t) : humans.authenticateToken(t));
+    const attempt = token ? await failures.attempt(req.ip, () => authenticate(token)) : { value: null };
     if ('retryAfter' in attempt) {
       await sendError(reply, new SwitchboardError('rate_limited', `too many failed authentications from this address; retry in ${attempt.retryAfter} s`, { retry_after: attempt.retryAfter }));
       return;
     }
     const resolved = attempt.value;
     if (!resolved) {
-      reply.header('WWW-Authenticate', API_REALM);
+      // RFC 9728 §5.1: where an OAuth client learns how to get a token for this API.
+      reply.header('WWW-Authenticate', `${API_REALM}, resource_metadata="${oauth.resourceMetadataUrl('/api')}"`);
       // Only on a failed sbp_ token, which already spent from the address's failure budget.
       const reason = token?.startsWith('sbp_') && (await humans.tokenWasRevoked(token)) ? 'revoked' : refusalReason(token);
       await sendError(reply, new SwitchboardError('unauthenticated', REFUSALS[reason], { reason }));

@@ -2,6 +2,7 @@ import type { FastifyInstance, RouteOptions } from 'fastify';
 import { z } from 'zod';
 import { HTTP_STATUS } from '../web/errors.ts';
 import type { RefusalReason } from './auth.ts';
+import { oauthPaths, oauthSecurityScheme } from './openapi-oauth.ts';
 
 // GET /api/v1/openapi.json: an OpenAPI 3.1 document built from the routes as registered. Each
 // /api/v1 route carries its RouteDoc in its options (`doc({...})`), with the very zod schemas its
@@ -191,14 +192,14 @@ export function openApiDocument(routes: readonly SeenRoute[], info: { version: s
     info: {
       title: 'Switchboard operator API',
       version: info.version,
-      description: 'The HTTP API for the humans who own endpoints. Every route takes a personal token (sbp_...) as a bearer credential.',
+      description: 'The HTTP API for the humans who own endpoints. Every /api/v1 route takes a personal token (sbp_...) or an OAuth access token of an API grant as a bearer credential; the OAuth routes take none.',
       license: { name: 'MIT', identifier: 'MIT' },
     },
     servers: [{ url: info.serverUrl }],
-    security: [{ personalToken: [] }],
-    paths,
+    security: [{ personalToken: [] }, { oauth: ['operator'] }],
+    paths: { ...paths, ...oauthPaths() },
     components: {
-      securitySchemes: { personalToken: { type: 'http', scheme: 'bearer', description: 'A personal token: switchboard admin token create <handle>' } },
+      securitySchemes: { personalToken: { type: 'http', scheme: 'bearer', description: 'A personal token: switchboard admin token create <handle>' }, oauth: oauthSecurityScheme },
       schemas: { Error: toJsonSchema(ERROR_ENVELOPE, components, 'output'), ...shared },
     },
   };

@@ -19,9 +19,11 @@ import { sendError } from '../web/errors.ts';
 import type { AuthFailures } from '../web/auth-failures.ts';
 import { RateLimiter } from '../lib/rate-limit.ts';
 import { registerTodoRoutes } from './todos.ts';
+import { registerGrantRoutes } from './grants.ts';
 import { registerOpenApi } from './openapi.ts';
 import { VERSION } from '../lib/version.ts';
 import type { WebhookRouting } from '../services/webhook-routing.ts';
+import type { OAuthServer } from '../services/oauth.ts';
 
 export interface ApiDeps {
   humans: Humans;
@@ -39,6 +41,8 @@ export interface ApiDeps {
   sessionCounts?: (endpointIds: readonly string[]) => Promise<Map<string, SessionCountView>>;
   /** The per-address limit on failed authentications, shared with the board and /mcp. */
   authFailures: AuthFailures;
+  /** OAuth: API-grant access tokens, the 401's resource_metadata, and endpoint grants' routes. */
+  oauth: OAuthServer;
 }
 
 /** Per personal token: reads 20/s (burst 40), writes 5/s (burst 20). */
@@ -55,7 +59,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
   registerOpenApi(app, { prefix: '/api/v1', version: VERSION, baseUrl: base });
   app.register(
     async (api) => {
-      api.addHook('onRequest', humanGuard(deps.humans, deps.authFailures));
+      api.addHook('onRequest', humanGuard(deps.humans, deps.authFailures, deps.oauth));
       api.addHook('onRequest', async (req: FastifyRequest) => {
         const write = req.method !== 'GET' && req.method !== 'HEAD';
         const wait = (write ? writeLimiter : readLimiter).take(req.humanTokenId!);
@@ -82,6 +86,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
       registerDoorbellTestRoutes(api, { endpoints, selfTests: deps.selfTests });
       registerWebhookRoutes(api, { endpoints, webhooks: deps.webhooks, webhookRouting: deps.webhookRouting });
       registerHookRoutes(api, { endpoints, hooks: deps.hooks });
+      registerGrantRoutes(api, { oauth: deps.oauth });
     },
     { prefix: '/api/v1' },
   );

@@ -60,3 +60,22 @@ export function setSessionCookie(reply: FastifyReply, token: string, secure: boo
 export function clearSessionCookie(reply: FastifyReply, secure: boolean): void {
   reply.header('set-cookie', `${sessionCookieName(secure)}=; ${cookieAttributes(secure, 0)}`);
 }
+
+/** Where a sign-in returns to: only the consent page, so an OAuth client's request survives the sign-in. */
+export const RETURN_TO_COOKIE = 'sb_return_to';
+const RETURN_TO_MAX_AGE_SECONDS = 15 * 60;
+const RETURNABLE = /^\/oauth\/authorize\?[^\\\s]*$/;
+
+/** Remembers a request the sign-in should return to (the consent page only). */
+export function rememberReturnTo(reply: FastifyReply, url: string, secure: boolean): void {
+  if (!RETURNABLE.test(url) || url.length > 4000) return;
+  reply.header('set-cookie', `${RETURN_TO_COOKIE}=${encodeURIComponent(url)}; ${cookieAttributes(secure, RETURN_TO_MAX_AGE_SECONDS)}`);
+}
+
+/** After a sign-in: the remembered consent page (cleared), or the board's front page. */
+export function takeReturnTo(req: FastifyRequest, reply: FastifyReply, secure: boolean): string {
+  const remembered = readCookie(req, RETURN_TO_COOKIE);
+  if (remembered === undefined) return '/';
+  reply.header('set-cookie', `${RETURN_TO_COOKIE}=; ${cookieAttributes(secure, 0)}`);
+  return RETURNABLE.test(remembered) ? remembered : '/';
+}

@@ -10,6 +10,7 @@ import type { AuthFailures } from '../web/auth-failures.ts';
 import { sendBoardError, sendPage } from './error-page.ts';
 import { RateLimiter } from '../lib/rate-limit.ts';
 import type { Webhooks } from '../services/webhooks.ts';
+import type { OAuthServer } from '../services/oauth.ts';
 import type { WebhookRouting } from '../services/webhook-routing.ts';
 import type { NotifyHooks } from '../services/notify-hooks.ts';
 import type { TodoService } from '../services/todos.ts';
@@ -18,7 +19,7 @@ import { writeEventStreamHead } from '../lib/sse.ts';
 import type { SessionInfo } from './views/endpoints.ts';
 import { hashSecret } from '../lib/secrets.ts';
 import type { Humans } from '../services/humans.ts';
-import { boardSession, clearSessionCookie, readCookie, sessionCookieName } from './auth.ts';
+import { boardSession, rememberReturnTo, clearSessionCookie, readCookie, sessionCookieName } from './auth.ts';
 import type { OidcLogin } from './oidc.ts';
 import { csrfValid } from './csrf.ts';
 import { HTMX_ASSET, messagePage } from './pages.ts';
@@ -29,13 +30,13 @@ import { registerIntegrationRoutes } from './routes/integrations.ts';
 import { registerRoutingRoutes } from './routes/routing.ts';
 import { registerTodoActionRoutes } from './routes/todo-actions.ts';
 import { registerSignInRoutes } from './routes/sign-in.ts';
+import { registerConsentRoutes } from './routes/oauth-consent.ts';
+import { BOARD_CSP } from './csp.ts';
 import { registerTodoRoutes, todoRenderer } from './routes/todos.ts';
 import { CONNECT_GUIDE_PATH } from '../domain/guides.ts';
 import { guidePage } from './views/docs.ts';
 
-/** The board's own policy: its pages load only same-origin CSS and JS, and no inline script or style. */
-export const BOARD_CSP =
-  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+export { BOARD_CSP } from './csp.ts';
 
 /** Per signed-in human: state-changing requests only. */
 export const BOARD_POST_LIMIT = { rate: 3, burst: 30 };
@@ -63,6 +64,8 @@ export interface BoardDeps {
   oidc?: OidcLogin | null;
   /** The per-address limit on failed authentications (dead session cookies), shared with /api/v1 and /mcp. */
   authFailures: AuthFailures;
+  /** The OAuth authorization server: the consent page, and the grants on an endpoint's page. */
+  oauth: OAuthServer;
 }
 
 declare module 'fastify' {
@@ -127,6 +130,8 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
       if (req.boardSession || req.routeOptions.config.boardPublic) return;
       if (req.method === 'GET' || req.method === 'HEAD') {
         if (req.routeOptions.url === '/events') return reply.code(401).type('text/plain; charset=utf-8').send('sign in first\n');
+        // An OAuth client's consent request comes back after the sign-in, not to the front page.
+        rememberReturnTo(reply, req.url, secure());
         return reply.redirect('/login', 303);
       }
       return sendPage(reply, 403, messagePage({ title: 'Forbidden' }, 'Not signed in', 'Your session ended. Sign in again and retry.'));
@@ -174,6 +179,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     const { renderEndpoint } = endpointRenderer(pages);
     registerIntegrationRoutes(board, { ...pages, renderEndpoint });
     registerRoutingRoutes(board, pages);
+    registerConsentRoutes(board, pages);
     registerTodoRoutes(board, pages);
     registerTodoActionRoutes(board, { ...pages, renderEndpoint, renderTodo: todoRenderer(pages).renderTodo });
 

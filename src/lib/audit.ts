@@ -15,7 +15,9 @@ export type AuditAction =
   | 'token.create'
   | 'token.revoke'
   | 'board.sign_in'
-  | 'board.sign_out';
+  | 'board.sign_out'
+  | 'oauth.grant'
+  | 'oauth.revoke_grant';
 
 /**
  * One audit line: `audit` names the action, `by` who did it (rendered by actorLabel:

@@ -6,6 +6,10 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
  */
 export const ENDPOINT_CREDENTIAL_PREFIX = 'sbk_';
 export const PERSONAL_TOKEN_PREFIX = 'sbp_';
+/** OAuth (issue 38): access and refresh tokens, and authorization codes. Prefixed so a secret scanner and the guards can tell them apart. */
+export const OAUTH_ACCESS_TOKEN_PREFIX = 'sba_';
+export const OAUTH_REFRESH_TOKEN_PREFIX = 'sbr_';
+export const OAUTH_CODE_PREFIX = 'sbc_';
 export const DISPLAY_PREFIX_LENGTH = 12;
 
 export interface MintedSecret {

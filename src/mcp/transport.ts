@@ -28,6 +28,8 @@ import type { Session, SessionEndpoint, SessionRegistry } from '../sessions/regi
 import type { SessionDirectory } from '../services/session-directory.ts';
 import type { CallCancellations } from '../services/call-cancellations.ts';
 import type { AgentServices } from './tools/index.ts';
+import type { OAuthServer } from '../services/oauth.ts';
+import { isSlug } from '../domain/oauth/resource.ts';
 
 export const MCP_BODY_LIMIT = 1024 * 1024;
 /** Before authentication, per client address. */
@@ -47,6 +49,8 @@ export interface McpDeps extends AgentServices {
   limits?: { ip?: BucketPolicy; endpoint?: BucketPolicy };
   /** The per-address limit on failed authentications, shared with /api/v1 and the board. */
   authFailures: AuthFailures;
+  /** The 401's resource_metadata (OAuth discovery). */
+  oauth: Pick<OAuthServer, 'resourceMetadataUrl'>;
 }
 
 declare module 'fastify' {
@@ -123,8 +127,9 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       if ('retryAfter' in attempt) throw new TransportRefusal(429, TRANSPORT_ERROR, 'Too Many Requests: too many failed authentications from this address', { 'retry-after': String(attempt.retryAfter) });
       const endpoint = attempt.value;
       if (!endpoint) {
-        throw new TransportRefusal(401, TRANSPORT_ERROR, 'Unauthorized: a valid endpoint credential (sbk_...) for this URL is required', {
-          'www-authenticate': MCP_REALM,
+        // RFC 9728 §5.1: an OAuth client given only this URL learns where to get a token for it.
+        throw new TransportRefusal(401, TRANSPORT_ERROR, 'Unauthorized: a valid endpoint credential (sbk_...) or OAuth access token for this URL is required', {
+          'www-authenticate': `${MCP_REALM}, resource_metadata="${deps.oauth.resourceMetadataUrl(`/mcp/${isSlug(slug) ? slug : 'invalid'}`)}"`,
         });
       }
       const wait = endpointLimiter.take(endpoint.id);

@@ -3,6 +3,8 @@ import type { Clock } from '../lib/clock.ts';
 import type { Sql } from '../db/connect.ts';
 import { ENDPOINT_CREDENTIAL_PREFIX, hashSecret } from '../lib/secrets.ts';
 import { authenticateEndpointCredentialUnscoped, type Endpoint } from '../store/endpoints.ts';
+import { ACCESS_TOKEN_PREFIX } from '../store/oauth/index.ts';
+import type { OAuthServer } from './oauth.ts';
 
 /** How long a resolved credential is trusted without asking the database again. */
 export const CREDENTIAL_CACHE_MS = 10_000;
@@ -22,13 +24,16 @@ export class EndpointCredentials {
 
   constructor(
     base: Pick<ServiceBase, 'sql' | 'clock'>,
+    /** OAuth access tokens (sba_...): resolved on every request, never cached, so a revoked grant closes at once. */
+    private readonly oauth: Pick<OAuthServer, 'endpointFor'> | null = null,
     private readonly ttlMs = CREDENTIAL_CACHE_MS,
   ) {
     ({ sql: this.sql, clock: this.clock } = base);
   }
 
-  /** The endpoint whose credential this is, only if it is active and `slug` is its URL. */
+  /** The endpoint whose credential (or OAuth access token) this is, only if it is active and `slug` is its URL. */
   async resolve(presented: string, slug: string): Promise<Endpoint | null> {
+    if (this.oauth && presented.startsWith(ACCESS_TOKEN_PREFIX)) return this.oauth.endpointFor(presented, slug);
     if (!presented.startsWith(ENDPOINT_CREDENTIAL_PREFIX)) return null;
     const key = hashSecret(presented);
     const now = this.clock.now();

@@ -5,6 +5,7 @@ import { normalizeQueues, normalizeVerbs } from '../domain/scope.ts';
 import { ENDPOINT_CREDENTIAL_PREFIX, hashSecret, mintSecret } from '../lib/secrets.ts';
 import { notify } from './channels.ts';
 import { live } from './todos/predicates.ts';
+import { revokeEndpointGrants } from './oauth/grants.ts';
 import { isUuid } from '../domain/ids.ts';
 import { hasControlCharacters } from '../domain/neutralize.ts';
 
@@ -162,6 +163,8 @@ export async function revokeOwnEndpoint(
       update todos set state = 'done', owner = null, lease_expires_at = null, lease_token_hash = null, next_retry_at = null,
         result = ${tx.json({ self_test: true, note: 'ended: the endpoint was revoked' })}, completed_at = ${now}, updated_at = ${now}
       where endpoint_id = ${current.id} and synthetic and ${live(tx)}`;
+    // Its OAuth grants die with it: their tokens stop resolving and unspent codes expire.
+    await revokeEndpointGrants(tx, current.id, now);
     // Its MCP sessions end on every instance: they hear endpoint_revoked and drop their copies.
     await tx`delete from mcp_sessions where endpoint_id = ${current.id}`;
     await notify(tx, 'endpoint_revoked', { endpointId: current.id });
@@ -194,6 +197,17 @@ export async function authenticateEndpointCredentialUnscoped(
     )
     select ${endpointColumns(sql)}, coalesce((select last_seen_at from stamp), e.last_seen_at) as last_seen_at
     from endpoints e join agents a on a.id = e.agent_id where e.id = (select id from hit)`;
+  return row ?? null;
+}
+
+/**
+ * The active endpoint an OAuth grant opens, only at its own URL (`slug`). Crosses tenants by design:
+ * the access token that named it is the grant (store/oauth/tokens.ts resolved it).
+ */
+export async function activeEndpointAtUnscoped(sql: Sql, endpointId: string, slug: string): Promise<Endpoint | null> {
+  const [row] = await sql<Endpoint[]>`
+    select ${endpointColumns(sql)} from endpoints e join agents a on a.id = e.agent_id
+    where e.id = ${endpointId} and e.slug = ${slug} and e.state = 'active'`;
   return row ?? null;
 }
 

@@ -52,6 +52,13 @@ export async function handleOf(sql: Sql, humanId: string): Promise<string | null
   return row?.handle ?? null;
 }
 
+/** A human by id; null for an unknown id. */
+export async function getHumanById(sql: Sql, humanId: string): Promise<Human | null> {
+  if (!isUuid(humanId)) return null;
+  const [row] = await sql<Human[]>`select id, handle, display_name, email, created_at from humans where id = ${humanId}`;
+  return row ?? null;
+}
+
 export async function getHumanByHandle(sql: Sql, handle: string): Promise<Human> {
   const [row] = await sql<Human[]>`
     select id, handle, display_name, email, created_at from humans where handle = ${handle}`;

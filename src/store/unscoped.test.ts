@@ -9,9 +9,10 @@ import { describe, expect, it } from 'vitest';
  * carries the caller's endpoint or human.
  */
 const UNSCOPED = {
-  'endpoints.ts': ['authenticateEndpointCredentialUnscoped', 'inactiveEndpointIdsUnscoped'],
+  'endpoints.ts': ['activeEndpointAtUnscoped', 'authenticateEndpointCredentialUnscoped', 'inactiveEndpointIdsUnscoped'],
   'hooks.ts': ['countHooksUnscoped', 'legacyHookSecretsUnscoped', 'resealHookSecretsUnscoped'],
   'instances.ts': ['reapDeadInstancesUnscoped'],
+  'oauth/tokens.ts': ['deleteExpiredOAuthRowsUnscoped', 'resolveAccessTokenUnscoped'],
   'presence.ts': ['presenceWatchlistUnscoped'],
   'retention.ts': ['deleteFinishedTodosUnscoped', 'deleteOldReplayKeysUnscoped', 'deleteOrphanEventsUnscoped'],
   'rings.ts': ['markUnheardRingsUnscoped', 'pruneRingsUnscoped'],

@@ -18,7 +18,6 @@ export let sql: Sql;
 export let app: TestApp;
 export let api: Api;
 export let operatorId: string;
-const REALM = 'Bearer realm="switchboard"';
 export const ACCEPT_BOTH = 'application/json, text/event-stream';
 // Streams a test forgot (or failed before closing) must not leak into the next test.
 export const openStreams: SseStream[] = [];
@@ -126,9 +125,11 @@ function expectNoStoreNoSniff(res: Pick<Res, 'headers'>): void {
   expect(res.headers.get('x-content-type-options')).toBe('nosniff');
 }
 
-export function expectUnauthorized(res: Res): void {
+/** A 401 names the realm and, for an OAuth client given only the URL, the endpoint's resource metadata (RFC 9728 §5.1). */
+export function expectUnauthorized(res: Res, slug?: string): void {
   expectRpcError(res, 401, -32000);
-  expect(res.headers.get('www-authenticate')).toBe(REALM);
+  const header = res.headers.get('www-authenticate') ?? '';
+  expect(header).toMatch(new RegExp(`^Bearer realm="switchboard", resource_metadata="${app.baseUrl.replace(/[.]/g, '\\.')}/\\.well-known/oauth-protected-resource/mcp/${slug ?? '[a-z0-9-]+'}"$`));
 }
 
 export const sessionById = (sid: string): Session | undefined => app.services.sessions.all().find((s) => s.id === sid);

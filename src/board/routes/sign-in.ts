@@ -3,7 +3,7 @@ import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../lib/log.ts';
 import type { Humans } from '../../services/humans.ts';
 import { RateLimiter } from '../../lib/rate-limit.ts';
-import { clearSessionCookie, readCookie, setSessionCookie } from '../auth.ts';
+import { clearSessionCookie, readCookie, setSessionCookie, takeReturnTo } from '../auth.ts';
 import { sendPage } from '../error-page.ts';
 import { OIDC_STATE_COOKIE, OIDC_STATE_TTL_MS, OidcError, type OidcLogin } from '../oidc.ts';
 import { loginConfirmPage, loginDeadPage, loginHelpPage, messagePage, oidcFailedPage } from '../pages.ts';
@@ -70,7 +70,7 @@ export function registerSignInRoutes(board: FastifyInstance, deps: SignInRouteDe
     if (req.boardSession) deps.onSignOut(req.boardSession.token);
     setSessionCookie(reply, opened.sessionToken, secure());
     log.info({ human_id: opened.humanId }, 'board sign-in by link');
-    return reply.redirect('/', 303);
+    return reply.redirect(takeReturnTo(req, reply, secure()), 303);
   });
 
   // -------------------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ export function registerSignInRoutes(board: FastifyInstance, deps: SignInRouteDe
     const { human, created, linked } = opened;
     setSessionCookie(reply, opened.sessionToken, secure());
     log.info({ human_id: human.id, handle: human.handle, created, linked }, 'board sign-in by oidc');
-    return reply.redirect('/', 302);
+    return reply.redirect(takeReturnTo(req, reply, secure()), 302);
   });
 
   board.post('/logout', async (req, reply) => {

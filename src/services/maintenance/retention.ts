@@ -2,6 +2,7 @@ import type { Sql } from '../../db/connect.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../lib/log.ts';
 import { deleteFinishedTodosUnscoped, deleteOldReplayKeysUnscoped, deleteOrphanEventsUnscoped } from '../../store/retention.ts';
+import { deleteExpiredOAuthRowsUnscoped } from '../../store/oauth/index.ts';
 import type { MaintenanceLoop } from './loop.ts';
 
 export const RETENTION_INTERVAL_MS = 10 * 60_000;
@@ -29,20 +30,23 @@ export interface RetentionPass {
   events: number;
   /** Signed bodies' replay keys past the window. */
   replayKeys: number;
+  /** OAuth tokens, codes and revoked grants past the window (the largest of the three counts per batch). */
+  oauth: number;
   /** True when a kind still had a full batch at the tick's end (more is waiting). */
   more: boolean;
 }
 
 /**
  * One retention pass: finished todos (done, or failed with no retry left) last changed before
- * now - retention and their events, then events no todo points at, then replay keys; each in
+ * now - retention and their events, then events no todo points at, then replay keys, then OAuth
+ * tokens, codes and revoked grants past the same window; each in
  * batches until a batch comes back short or the tick's budget is spent. Safe on every instance.
  * Ring records and self-test reports are not retention's: they are kept 7 days (SPEC-0025).
  */
 export async function retentionPass(deps: RetentionDeps): Promise<RetentionPass> {
   const { sql, clock, log, retentionMs, batch = RETENTION_BATCH, batchesPerTick = RETENTION_BATCHES_PER_TICK } = deps;
   const cutoff = new Date(clock.now().getTime() - retentionMs);
-  const out: RetentionPass = { todos: 0, events: 0, replayKeys: 0, more: false };
+  const out: RetentionPass = { todos: 0, events: 0, replayKeys: 0, oauth: 0, more: false };
   const drain = async (step: () => Promise<number>): Promise<void> => {
     for (let i = 0; i < batchesPerTick; i++) {
       const n = await step();
@@ -66,7 +70,12 @@ export async function retentionPass(deps: RetentionDeps): Promise<RetentionPass>
     out.replayKeys += n;
     return n;
   });
-  if (out.todos || out.events || out.replayKeys) log.info({ ...out, cutoff: cutoff.toISOString() }, 'retention pass');
+  await drain(async () => {
+    const n = await deleteExpiredOAuthRowsUnscoped(sql, cutoff, batch);
+    out.oauth += n;
+    return n;
+  });
+  if (out.todos || out.events || out.replayKeys || out.oauth) log.info({ ...out, cutoff: cutoff.toISOString() }, 'retention pass');
   return out;
 }
 

@@ -1,0 +1,50 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { doc } from './openapi.ts';
+import type { OAuthServer } from '../services/oauth.ts';
+import type { OAuthGrant } from '../services/oauth.ts';
+import { rfc3339 } from '../domain/time.ts';
+import { isUuid } from '../domain/ids.ts';
+import { notFound } from '../domain/errors.ts';
+
+/** One OAuth grant of an endpoint as the API shows it: who holds it and when it was last used; never a token. */
+export const grantViewSchema = z.object({
+  id: z.string(),
+  client_id: z.string(),
+  client_name: z.string().describe('As the client named itself at registration (unverified)'),
+  created_at: z.string(),
+  last_used_at: z.string().nullable(),
+});
+export const grantListSchema = z.object({ grants: z.array(grantViewSchema) });
+const revokedSchema = z.object({ grant_id: z.string(), revoked: z.literal(true) });
+export type GrantView = z.infer<typeof grantViewSchema>;
+
+export const grantView = (g: OAuthGrant): GrantView => ({
+  id: g.id,
+  client_id: g.client_id,
+  client_name: g.client_name,
+  created_at: rfc3339(g.created_at),
+  last_used_at: g.last_used_at ? rfc3339(g.last_used_at) : null,
+});
+
+/** The OAuth grants of an endpoint (clients connected by URL alone) and their revocation. */
+export function registerGrantRoutes(api: FastifyInstance, deps: { oauth: OAuthServer }): void {
+  const refOf = (req: FastifyRequest) => (req.params as { ref: string }).ref;
+
+  api.get(
+    '/endpoints/:ref/grants',
+    doc({ tag: 'endpoints', summary: 'The endpoint\'s OAuth grants: clients that connected by URL alone', ok: { status: 200, description: '{grants}' }, response: grantListSchema }),
+    async (req) => ({ grants: (await deps.oauth.grants(req.human!.id, refOf(req))).map(grantView) }),
+  );
+
+  api.delete(
+    '/endpoints/:ref/grants/:id',
+    doc({ tag: 'endpoints', summary: 'Revoke one OAuth grant: its tokens stop working at once', ok: { status: 200, description: '{grant_id, revoked: true}' }, response: revokedSchema }),
+    async (req) => {
+      const { id } = req.params as { id: string };
+      if (!isUuid(id)) throw notFound(`no grant ${id}`);
+      const revoked = await deps.oauth.revokeGrant(req.human!.id, refOf(req), id);
+      return { grant_id: revoked.id, revoked: true as const };
+    },
+  );
+}

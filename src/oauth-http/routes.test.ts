@@ -1,0 +1,164 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { alice, app, bob, signedIn, useBoardSuite, vend } from '../../test/support/board.ts';
+
+// The OAuth routes of issue 38 over real HTTP, driven by hand (the SDK and oauth4webapi drive them
+// in test/oauth-*.test.ts): metadata, registration's refusals, the consent page and the exchange.
+
+useBoardSuite();
+
+const REDIRECT = 'http://127.0.0.1:9/callback';
+
+async function post(path: string, body: string, type: string) {
+  const res = await fetch(`${app.url}${path}`, { method: 'POST', headers: { 'content-type': type }, body });
+  return { status: res.status, headers: res.headers, json: (await res.json()) as Record<string, unknown> };
+}
+const register = (meta: Record<string, unknown>) => post('/oauth/register', JSON.stringify(meta), 'application/json');
+const token = (form: Record<string, string>) => post('/oauth/token', new URLSearchParams(form).toString(), 'application/x-www-form-urlencoded');
+
+function pkce() {
+  const verifier = randomBytes(48).toString('base64url');
+  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
+}
+
+describe('OAuth metadata', () => {
+  it('advertises the authorization server and each protected resource', async () => {
+    const as = (await (await fetch(`${app.url}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
+    expect(as).toMatchObject({
+      issuer: app.baseUrl,
+      authorization_endpoint: `${app.baseUrl}/oauth/authorize`,
+      token_endpoint: `${app.baseUrl}/oauth/token`,
+      registration_endpoint: `${app.baseUrl}/oauth/register`,
+      code_challenge_methods_supported: ['S256'],
+      token_endpoint_auth_methods_supported: ['none'],
+    });
+    expect(await (await fetch(`${app.url}/.well-known/oauth-protected-resource/mcp/some-slug`)).json()).toMatchObject({
+      resource: `${app.baseUrl}/mcp/some-slug`,
+      authorization_servers: [app.baseUrl],
+    });
+    expect(await (await fetch(`${app.url}/.well-known/oauth-protected-resource/api`)).json()).toMatchObject({ resource: `${app.baseUrl}/api` });
+    expect((await fetch(`${app.url}/.well-known/oauth-protected-resource/mcp/Not_A_Slug`)).status).toBe(404);
+  });
+});
+
+describe('POST /oauth/register', () => {
+  it.each([
+    [{ redirect_uris: ['http://example.com/cb'] }, 'invalid_redirect_uri', /loopback/],
+    [{ redirect_uris: ['https://example.com/cb#x'] }, 'invalid_redirect_uri', /fragment/],
+    [{ redirect_uris: [] }, 'invalid_redirect_uri', /at least one/],
+    [{ redirect_uris: ['myapp:/cb'] }, 'invalid_redirect_uri', /reverse domain/],
+    [{ redirect_uris: [REDIRECT], token_endpoint_auth_method: 'client_secret_basic' }, 'invalid_client_metadata', /public clients/],
+    [{ redirect_uris: [REDIRECT], grant_types: ['client_credentials'] }, 'invalid_client_metadata', /grant_types/],
+  ])('refuses %j with %s', async (meta, error, why) => {
+    const res = await register(meta);
+    expect(res.status).toBe(400);
+    expect(res.json.error).toBe(error);
+    expect(res.json.error_description).toMatch(why);
+  });
+
+  it('registers a public client with loopback, https and private-use redirects', async () => {
+    const res = await register({ client_name: 'tester', redirect_uris: [REDIRECT, 'https://app.example/cb', 'com.example.app:/cb'] });
+    expect(res.status).toBe(201);
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    expect(res.json).toMatchObject({ client_id: expect.stringMatching(/^[0-9a-f]{32}$/), token_endpoint_auth_method: 'none', client_name: 'tester' });
+  });
+});
+
+describe('authorize, consent and token', () => {
+  it('an endpoint grant: consent names the endpoint, the code buys a token that opens only that MCP URL', async () => {
+    const ep = await vend(alice, 'oauth-agent', ['reviews']);
+    const other = await vend(alice, 'other-agent', ['reviews']);
+    const { json: client } = await register({ client_name: 'by-url', redirect_uris: [REDIRECT] });
+    const { verifier, challenge } = pkce();
+    const query = new URLSearchParams({
+      response_type: 'code',
+      client_id: client.client_id as string,
+      redirect_uri: REDIRECT,
+      state: 'st-1',
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+      resource: `${app.baseUrl}/mcp/${ep.slug}`,
+    });
+    // Anonymous: sent to sign in, then brought back to the consent page.
+    const anon = await fetch(`${app.url}/oauth/authorize?${query}`, { redirect: 'manual' });
+    expect(anon.status).toBe(303);
+    expect(anon.headers.get('location')).toBe('/login');
+    expect(anon.headers.get('set-cookie')).toContain(`sb_return_to=${encodeURIComponent(`/oauth/authorize?${query}`)}`);
+
+    const b = await signedIn(alice);
+    const page = await b.get(`/oauth/authorize?${query}`);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('by-url');
+    expect(page.text).toContain(ep.slug);
+    expect(page.text).not.toContain('clock_in');
+    expect(page.headers.get('content-security-policy')).toContain("form-action 'self' http://127.0.0.1:9");
+    const csrf = /name="csrf_token" value="([^"]+)"/.exec(page.text)![1]!;
+
+    const approved = await b.post('/oauth/authorize', { ...Object.fromEntries(query), csrf_token: csrf, decision: 'approve' });
+    expect(approved.status).toBe(303);
+    const back = new URL(approved.headers.get('location')!);
+    expect(`${back.origin}${back.pathname}`).toBe(REDIRECT);
+    expect(back.searchParams.get('state')).toBe('st-1');
+    expect(back.searchParams.get('iss')).toBe(app.baseUrl);
+    const code = back.searchParams.get('code')!;
+
+    const issued = await token({ grant_type: 'authorization_code', code, code_verifier: verifier, client_id: client.client_id as string, redirect_uri: REDIRECT });
+    expect(issued.status).toBe(200);
+    expect(issued.headers.get('cache-control')).toBe('no-store');
+    expect(issued.json).toMatchObject({ token_type: 'Bearer', expires_in: 3600, access_token: expect.stringMatching(/^sba_/), refresh_token: expect.stringMatching(/^sbr_/) });
+
+    const init = (slug: string) =>
+      fetch(`${app.url}/mcp/${slug}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${issued.json.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
+      });
+    expect((await init(ep.slug)).status).toBe(200);
+    const elsewhere = await init(other.slug);
+    expect(elsewhere.status).toBe(401);
+    expect(elsewhere.headers.get('www-authenticate')).toBe(`Bearer realm="switchboard", resource_metadata="${app.baseUrl}/.well-known/oauth-protected-resource/mcp/${other.slug}"`);
+    const api = await fetch(`${app.url}/api/v1/me`, { headers: { authorization: `Bearer ${issued.json.access_token}` } });
+    expect(api.status).toBe(401);
+
+    // The grant is listed on the endpoint, and a reused code revokes it.
+    const listed = await fetch(`${app.url}/api/v1/endpoints/${ep.slug}/grants`, { headers: { authorization: `Bearer ${alice.token}` } });
+    expect(((await listed.json()) as { grants: { client_name: string }[] }).grants.map((g) => g.client_name)).toEqual(['by-url']);
+    const again = await token({ grant_type: 'authorization_code', code, code_verifier: verifier, client_id: client.client_id as string });
+    expect(again.status).toBe(400);
+    expect(again.json.error).toBe('invalid_grant');
+    expect((await init(ep.slug)).status).toBe(401);
+  });
+
+  it('refuses a grant for another human\'s endpoint by redirecting with invalid_target, and issues no code', async () => {
+    const bobs = await vend(bob, 'bobs-agent');
+    const { json: client } = await register({ redirect_uris: [REDIRECT] });
+    const { challenge } = pkce();
+    const b = await signedIn(alice);
+    const res = await b.get(
+      `/oauth/authorize?${new URLSearchParams({ response_type: 'code', client_id: client.client_id as string, redirect_uri: REDIRECT, state: 's', code_challenge: challenge, code_challenge_method: 'S256', resource: `${app.baseUrl}/mcp/${bobs.slug}` })}`,
+    );
+    expect(res.status).toBe(303);
+    const back = new URL(res.headers.get('location')!);
+    expect(back.searchParams.get('error')).toBe('invalid_target');
+    expect(back.searchParams.get('code')).toBeNull();
+  });
+
+  it('an API grant acts as the human on /api/v1 and opens no MCP URL', async () => {
+    const ep = await vend(alice, 'api-grant-agent');
+    const { json: client } = await register({ client_name: 'cli', redirect_uris: [REDIRECT] });
+    const { verifier, challenge } = pkce();
+    const fields = { response_type: 'code', client_id: client.client_id as string, redirect_uri: REDIRECT, state: 'x', code_challenge: challenge, code_challenge_method: 'S256', resource: `${app.baseUrl}/api` };
+    const b = await signedIn(alice);
+    const page = await b.get(`/oauth/authorize?${new URLSearchParams(fields)}`);
+    expect(page.text).toContain('acts as you');
+    const csrf = /name="csrf_token" value="([^"]+)"/.exec(page.text)![1]!;
+    const approved = await b.post('/oauth/authorize', { ...fields, csrf_token: csrf, decision: 'approve' });
+    const code = new URL(approved.headers.get('location')!).searchParams.get('code')!;
+    const issued = await token({ grant_type: 'authorization_code', code, code_verifier: verifier, client_id: client.client_id as string });
+    const me = await fetch(`${app.url}/api/v1/me`, { headers: { authorization: `Bearer ${issued.json.access_token}` } });
+    expect(me.status).toBe(200);
+    expect(((await me.json()) as { handle: string }).handle).toBe(alice.handle);
+    const mcp = await fetch(`${app.url}/mcp/${ep.slug}`, { method: 'POST', headers: { authorization: `Bearer ${issued.json.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+    expect(mcp.status).toBe(401);
+  });
+});
