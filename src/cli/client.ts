@@ -1,3 +1,4 @@
+import { OAUTH_ACCESS_TOKEN_PREFIX } from '../lib/secrets.ts';
 import { VERSION } from '../lib/version.ts';
 import type { EndpointView, ErrorEnvelope } from '../api/wire.ts';
 import type { Credentials, LoadedCredentials } from './credentials.ts';
@@ -55,6 +56,12 @@ function refusedToken(creds: Partial<LoadedCredentials> & Credentials, reason: u
     return {
       problem: 'endpoint_credential',
       message: `${token} is an endpoint credential (sbk_...), which only an agent's MCP connection takes; the CLI needs a personal access token (sbp_...) from \`switchboard admin token create HANDLE\``,
+    };
+  }
+  if (creds.token.startsWith(OAUTH_ACCESS_TOKEN_PREFIX)) {
+    return {
+      problem: 'login_expired',
+      message: `${token} is a browser login's access token that ${creds.url} no longer accepts (it lasts an hour, and a revoked grant ends it sooner); ${logInAgain(creds.url)}`,
     };
   }
   if (reason === 'revoked') {
