@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { alice, app, bob, signedIn, useBoardSuite, vend } from '../../test/support/board.ts';
+import { createLoginLink } from '../store/web-sessions.ts';
 
 // The OAuth routes of issue 38 over real HTTP, driven by hand (the SDK and oauth4webapi drive them
 // in test/oauth-*.test.ts): metadata, registration's refusals, the consent page and the exchange.
@@ -160,5 +161,58 @@ describe('authorize, consent and token', () => {
     expect(((await me.json()) as { handle: string }).handle).toBe(alice.handle);
     const mcp = await fetch(`${app.url}/mcp/${ep.slug}`, { method: 'POST', headers: { authorization: `Bearer ${issued.json.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
     expect(mcp.status).toBe(401);
+  });
+});
+
+describe('consent after sign-in, and grants on the board', () => {
+  /** Approves a grant for `slug` as alice through the board; the access token. */
+  async function grantFor(slug: string, clientName: string): Promise<string> {
+    const { json: client } = await register({ client_name: clientName, redirect_uris: [REDIRECT] });
+    const { verifier, challenge } = pkce();
+    const fields = { response_type: 'code', client_id: client.client_id as string, redirect_uri: REDIRECT, state: 's', code_challenge: challenge, code_challenge_method: 'S256', resource: `${app.baseUrl}/mcp/${slug}` };
+    const b = await signedIn(alice);
+    const page = await b.get(`/oauth/authorize?${new URLSearchParams(fields)}`);
+    const csrf = /name="csrf_token" value="([^"]+)"/.exec(page.text)![1]!;
+    const approved = await b.post('/oauth/authorize', { ...fields, csrf_token: csrf, decision: 'approve' });
+    const code = new URL(approved.headers.get('location')!).searchParams.get('code')!;
+    return (await token({ grant_type: 'authorization_code', code, code_verifier: verifier, client_id: client.client_id as string })).json.access_token as string;
+  }
+
+  it('a sign-in by link returns to the consent page it interrupted, not to the front page', async () => {
+    const ep = await vend(alice, 'return-agent');
+    const { json: client } = await register({ redirect_uris: [REDIRECT] });
+    const consent = `/oauth/authorize?${new URLSearchParams({ response_type: 'code', client_id: client.client_id as string, redirect_uri: REDIRECT, code_challenge: pkce().challenge, code_challenge_method: 'S256', resource: `${app.baseUrl}/mcp/${ep.slug}` })}`;
+    const anon = await fetch(`${app.url}${consent}`, { redirect: 'manual' });
+    const returnCookie = /sb_return_to=[^;]+/.exec(anon.headers.get('set-cookie') ?? '')![0];
+    const { token: link } = await createLoginLink(app.sql, alice.handle, app.clock.now());
+    const signedInRes = await fetch(`${app.url}/login/${link}`, { method: 'POST', redirect: 'manual', headers: { cookie: returnCookie, origin: app.url } });
+    expect(signedInRes.status).toBe(303);
+    expect(signedInRes.headers.get('location')).toBe(consent);
+  });
+
+  it('lists each grant on the endpoint\'s card with Revoke; revoking ends its token at once', async () => {
+    const ep = await vend(alice, 'grants-agent');
+    const access = await grantFor(ep.slug, 'listed-client');
+    const b = await signedIn(alice);
+    const page = await b.get(`/endpoints/${ep.id}`);
+    const grantId = /id="grant-([0-9a-f-]{36})"/.exec(page.text)![1]!;
+    expect(page.text).toContain('listed-client');
+    const front = await b.get('/');
+    expect(front.text).toContain(`id="grant-${grantId}"`);
+    const revoked = await b.post(`/endpoints/${ep.id}/grants/${grantId}/revoke`, { csrf_token: b.csrfToken, return: 'card' });
+    expect(revoked.status).toBe(303);
+    expect(revoked.headers.get('location')).toBe(`/endpoints/${ep.id}`);
+    expect((await b.get(`/endpoints/${ep.id}`)).text).not.toContain('listed-client');
+    const me = await fetch(`${app.url}/mcp/${ep.slug}`, { method: 'POST', headers: { authorization: `Bearer ${access}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+    expect(me.status).toBe(401);
+  });
+
+  it('revoking the endpoint revokes its grants in the same transaction', async () => {
+    const ep = await vend(alice, 'revoked-with-grants');
+    await grantFor(ep.slug, 'doomed');
+    const revoke = await fetch(`${app.url}/api/v1/endpoints/${ep.slug}/revoke`, { method: 'POST', headers: { authorization: `Bearer ${alice.token}` } });
+    expect(revoke.status).toBe(200);
+    const [row] = await app.sql`select count(*)::int as live from oauth_grants where endpoint_id = ${ep.id} and revoked_at is null`;
+    expect(row!.live).toBe(0);
   });
 });

@@ -6,6 +6,7 @@ import {
   AUTHORIZATION_CODE_PREFIX,
   createGrantWithCode,
   endpointGrants,
+  endpointGrantsOfEach,
   exchangeCode,
   findClient,
   registerClient,
@@ -226,6 +227,11 @@ export class OAuthServer {
   async grants(humanId: string, ref: string): Promise<OAuthGrant[]> {
     const endpoint = await resolveOwnEndpoint(this.base.sql, humanId, ref);
     return endpointGrants(this.base.sql, endpoint.id);
+  }
+
+  /** The live grants of each of the human's endpoints (the board's cards). */
+  grantsOfEach(humanId: string, endpointIds: readonly string[]): Promise<Map<string, OAuthGrant[]>> {
+    return endpointGrantsOfEach(this.base.sql, humanId, endpointIds);
   }
 
   /** Revokes one grant of an endpoint the human owns; its tokens stop working at once. */

@@ -30,6 +30,9 @@ import {
   type SessionInfo,
 } from '../views/endpoints.ts';
 import type { NotifyHooks } from '../../services/notify-hooks.ts';
+import type { OAuthServer } from '../../services/oauth.ts';
+import { isUuid } from '../../domain/ids.ts';
+import { notFound } from '../../domain/errors.ts';
 
 export interface EndpointRouteDeps {
   clock: Clock;
@@ -42,6 +45,8 @@ export interface EndpointRouteDeps {
   selfTests: SelfTests;
   webhooks: Webhooks;
   hooks: Pick<NotifyHooks, 'list'>;
+  /** Each card's OAuth grants, and their revocation. */
+  oauth: Pick<OAuthServer, 'grantsOfEach' | 'revokeGrant'>;
 }
 
 export interface EndpointPageOptions {
@@ -56,13 +61,14 @@ export function endpointRenderer(deps: EndpointRouteDeps) {
 
   const cardsOf = async (humanId: string, rows: readonly Endpoint[]): Promise<CardData[]> => {
     const ids = rows.map((e) => e.id);
-    const [sessions, counts] = await Promise.all([deps.sessionsOf(ids), deps.reads.endpointCounts(humanId, ids)]);
+    const [sessions, counts, grants] = await Promise.all([deps.sessionsOf(ids), deps.reads.endpointCounts(humanId, ids), deps.oauth.grantsOfEach(humanId, ids)]);
     return rows.map((e) => ({
       endpoint: e,
       presence: effective(inputsOf(e), now()),
       mcpUrl: mcpUrl(deps.baseUrl(), e.slug),
       sessions: sessions.get(e.id) ?? [],
       counts: counts.get(e.id) ?? { pending: 0, claimed: 0 },
+      grants: grants.get(e.id) ?? [],
     }));
   };
 
@@ -231,5 +237,15 @@ export function registerEndpointRoutes(board: FastifyInstance, deps: EndpointRou
     const { endpoint, deadLettered } = await deps.endpoints.revoke(s.human.id, idParam(req));
     deps.log.info({ slug: endpoint.slug, human_id: s.human.id, todos_dead_lettered: deadLettered }, 'endpoint revoked on the board');
     return reply.redirect(path('/endpoints', endpoint.id), 303);
+  });
+
+  // An OAuth grant's Revoke (card or page): its tokens stop working at once.
+  board.post('/endpoints/:id/grants/:grant/revoke', async (req, reply) => {
+    const s = humanOf(req);
+    const e = await deps.endpoints.requireOwn(s.human.id, idParam(req));
+    const { grant } = req.params as { grant: string };
+    if (!isUuid(grant)) throw notFound(`no grant ${grant}`);
+    await deps.oauth.revokeGrant(s.human.id, e.id, grant);
+    return reply.redirect(cardHome(req, e), 303);
   });
 }

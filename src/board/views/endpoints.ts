@@ -13,6 +13,7 @@ import { notifyHooksSection, webhooksSection, type HookForm, type HookView, type
 import { pushSection, type PushForm } from './push.ts';
 import { presenceReason } from '../../domain/presence-words.ts';
 import { RING_CHOICE_WORDS, type RingChoiceReason } from '../../domain/doorbell-choice.ts';
+import { grantsFacts, type GrantSummary } from './grants.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Endpoint card
@@ -34,6 +35,8 @@ export interface CardData {
   sessions: SessionInfo[];
   /** Its pending todos and those claimed (held by an agent under a lease). */
   counts: { pending: number; claimed: number };
+  /** Its live OAuth grants (clients connected by URL alone); absent: none. */
+  grants?: GrantSummary[];
 }
 
 export interface CardErrors {
@@ -164,6 +167,7 @@ export function card(c: CardData, s: BoardSession, now: Date, errs: CardErrors =
   <span class="badge state state-${e.state}">${e.state}</span>
 </header>
 ${cardStatus(c, now)}
+${e.state === 'active' ? html`<dl class="facts grants-facts">${grantsFacts(e.id, c.grants ?? [], s, now, home)}</dl>` : ''}
 ${e.state === 'active' ? cardControls(c, s, errs, home) : html`<p class="muted">Endpoint revoked ${time(e.revoked_at)}. Its history stays readable.</p>`}
 </article>`;
 }

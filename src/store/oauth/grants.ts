@@ -45,6 +45,18 @@ export async function endpointGrants(sql: Sql, endpointId: string): Promise<OAut
     where g.endpoint_id = ${endpointId} and g.revoked_at is null order by g.created_at desc, g.id`;
 }
 
+/** The live grants of each of a human's endpoints (the board's cards), newest first. */
+export async function endpointGrantsOfEach(sql: Sql, humanId: string, endpointIds: readonly string[]): Promise<Map<string, OAuthGrant[]>> {
+  const out = new Map<string, OAuthGrant[]>();
+  if (endpointIds.length === 0) return out;
+  const rows = await sql<OAuthGrant[]>`
+    select ${grantColumns(sql)} from oauth_grants g join oauth_clients c on c.client_id = g.client_id
+    where g.endpoint_id = any(${sql.array([...endpointIds])}::uuid[]) and g.human_id = ${humanId} and g.revoked_at is null
+    order by g.created_at desc, g.id`;
+  for (const g of rows) out.set(g.endpoint_id!, [...(out.get(g.endpoint_id!) ?? []), g]);
+  return out;
+}
+
 /** The live API grants of a human (the CLI's browser logins), newest first. */
 export async function apiGrantsOf(sql: Sql, humanId: string): Promise<OAuthGrant[]> {
   return sql<OAuthGrant[]>`
