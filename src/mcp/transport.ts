@@ -56,6 +56,8 @@ export interface McpDeps extends AgentServices {
 declare module 'fastify' {
   interface FastifyRequest {
     mcpEndpoint?: SessionEndpoint;
+    /** The OAuth grant of the request's access token; null for an sbk_ credential. */
+    mcpGrantId?: string | null;
   }
 }
 
@@ -134,6 +136,7 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       }
       const wait = endpointLimiter.take(endpoint.id);
       if (wait > 0) throw new TransportRefusal(429, TRANSPORT_ERROR, 'Too Many Requests', { 'retry-after': String(wait) });
+      req.mcpGrantId = endpoint.oauth_grant_id ?? null;
       req.mcpEndpoint = {
         id: endpoint.id,
         slug: endpoint.slug,
@@ -155,6 +158,8 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       }
       const session = await deps.directory.resolve(sid, req.mcpEndpoint!);
       if (!session) throw new TransportRefusal(404, SESSION_NOT_FOUND, 'Session not found');
+      // A revoked grant ends the sessions its tokens last spoke for (Revocations, oauth_grant_revoked).
+      session.oauthGrantId = req.mcpGrantId ?? null;
       return session;
     };
 
@@ -188,7 +193,8 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
           name: neutralizeText(info.name) || 'unknown',
           version: neutralizeText(info.version),
         });
-        log.info({ slug: session.endpoint.slug, session: session.id, client: session.clientInfo, protocol: version }, 'mcp session created');
+        session.oauthGrantId = req.mcpGrantId ?? null;
+        log.info({ slug: session.endpoint.slug, session: session.id, client: session.clientInfo, protocol: version, oauth: session.oauthGrantId !== null }, 'mcp session created');
         reply.header('mcp-session-id', session.id);
         return sendRpc(reply, 200, rpcResult(incoming.message.id, initializeResult(version)));
       }

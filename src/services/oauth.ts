@@ -208,11 +208,12 @@ export class OAuthServer {
     throw new OAuthError('unsupported_grant_type', `grant_type must be authorization_code or refresh_token${p.grant_type ? `, not ${JSON.stringify(p.grant_type.slice(0, 40))}` : ''}`);
   }
 
-  /** The endpoint an access token opens at /mcp/<slug>; null when it opens anything else. */
-  async endpointFor(token: string, slug: string): Promise<Endpoint | null> {
+  /** The endpoint an access token opens at /mcp/<slug>, with the grant it belongs to; null when it opens anything else. */
+  async endpointFor(token: string, slug: string): Promise<(Endpoint & { oauth_grant_id: string }) | null> {
     const access = await resolveAccessTokenUnscoped(this.base.sql, token, this.base.clock.now());
     if (!access?.endpoint_id || access.resource !== mcpResource(this.baseUrl(), slug)) return null;
-    return activeEndpointAtUnscoped(this.base.sql, access.endpoint_id, slug);
+    const endpoint = await activeEndpointAtUnscoped(this.base.sql, access.endpoint_id, slug);
+    return endpoint && { ...endpoint, oauth_grant_id: access.grant_id };
   }
 
   /** The human an API-grant access token acts as, with its grant id (the per-grant rate limit's key). */

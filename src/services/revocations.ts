@@ -26,12 +26,20 @@ export class Revocations {
   wakeups(): WakeupHandlers {
     const { sql, log } = this.base;
     return {
+      oauth_grant_revoked: {
+        onNotify: ({ grantId }) => {
+          const victims = this.sessions.all().filter((s) => s.oauthGrantId === grantId);
+          for (const s of victims) this.sessions.close(s, 'oauth grant revoked');
+          if (victims.length > 0) log.info({ grant_id: grantId, sessions: victims.length }, 'closed sessions of a revoked oauth grant');
+        },
+      },
       endpoint_revoked: {
         onNotify: ({ endpointId }) => {
           const closed = this.forget(endpointId);
           if (closed) log.info({ endpoint_id: endpointId, sessions: closed }, 'closed sessions of a revoked endpoint');
         },
         // After a reconnect, revocations may have been missed: check every endpoint we hold sessions for.
+        // (A missed oauth_grant_revoked needs no catch-up: the next request with its token is refused.)
         onListen: async () => {
           const held = [...new Set(this.sessions.all().map((s) => s.endpoint.id))];
           for (const id of await inactiveEndpointIdsUnscoped(sql, held)) this.forget(id);

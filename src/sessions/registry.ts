@@ -49,6 +49,8 @@ export interface Session {
   unflushed: number;
   /** Its last 3 rings went unheard with no acknowledgement from it (SPEC-0025 REQ-5), as last read from the directory. */
   unheard: boolean;
+  /** The OAuth grant whose access token its last request here carried (null: an sbk_ credential); revoking the grant ends it. */
+  oauthGrantId: string | null;
 }
 
 /** What a session is when this instance learns of it: new here, or read from the directory. */
@@ -144,6 +146,7 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
       stream: null,
       unflushed: 0,
       unheard: facts.unheard ?? false,
+      oauthGrantId: null,
     };
     this.#sessions.set(session.id, session);
     const mine = this.#byEndpoint.get(endpoint.id);

@@ -6,7 +6,8 @@ import type { Sql, TxSql } from '../db/connect.ts';
  * not change: `todo_ready` and `todo_claimable` `<endpoint_id>:<queue>`, `endpoint_presence` `<endpoint_id>:<in|out|refresh>`,
  * `endpoint_revoked` `<endpoint_id>`, `doorbell_test` `<test id>`, `mcp_session` `<session id>:closed` or
  * `<session id>:stream:<instance id>`, `mcp_cancel` `<session id>:<JSON-RPC request id as JSON>`,
- * `listen_probe` `<nonce>`, `webhook_changed` `<webhook id>`, `notify_hooks_changed` `<endpoint id>`.
+ * `listen_probe` `<nonce>`, `webhook_changed` `<webhook id>`, `notify_hooks_changed` `<endpoint id>`,
+ * `oauth_grant_revoked` `<grant id>`.
  * Sent at commit, like any NOTIFY.
  */
 export interface ChannelPayloads {
@@ -28,6 +29,8 @@ export interface ChannelPayloads {
   webhook_changed: { webhookId: string };
   /** An endpoint gained an enabled notify hook (created, or re-enabled by a rotation). */
   notify_hooks_changed: { endpointId: string };
+  /** An OAuth grant was revoked: sessions whose last request carried one of its tokens end. */
+  oauth_grant_revoked: { grantId: string };
 }
 export type Channel = keyof ChannelPayloads;
 
@@ -98,6 +101,10 @@ const codecs: { [C in Channel]: Codec<ChannelPayloads[C]> } = {
   notify_hooks_changed: {
     encode: (p) => p.endpointId,
     decode: (raw) => (raw ? { endpointId: raw } : null),
+  },
+  oauth_grant_revoked: {
+    encode: (p) => p.grantId,
+    decode: (raw) => (raw ? { grantId: raw } : null),
   },
   listen_probe: {
     encode: (p) => p.nonce,

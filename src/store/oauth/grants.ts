@@ -1,5 +1,6 @@
 import type { Sql, TxSql } from '../../db/connect.ts';
 import { hashSecret } from '../../lib/secrets.ts';
+import { notify } from '../channels.ts';
 
 /** One approval of one client for one resource: the family every code and token it issued belongs to. */
 export interface OAuthGrant {
@@ -72,7 +73,11 @@ export async function revokeGrant(sql: Sql | TxSql, grantId: string, why: string
   const [row] = await sql<{ endpoint_id: string | null }[]>`
     update oauth_grants set revoked_at = ${now}, revoked_why = ${why}
     where id = ${grantId} and revoked_at is null returning endpoint_id`;
-  if (row) await sql`update oauth_codes set used_at = coalesce(used_at, ${now}) where grant_id = ${grantId}`;
+  if (row) {
+    await sql`update oauth_codes set used_at = coalesce(used_at, ${now}) where grant_id = ${grantId}`;
+    // Every instance ends the sessions this grant's tokens opened (at commit, inside a transaction).
+    await notify(sql, 'oauth_grant_revoked', { grantId });
+  }
   return row;
 }
 
