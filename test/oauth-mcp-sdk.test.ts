@@ -7,7 +7,7 @@ import { alice, app, clients, db, push, signedIn, useBoardSuite, vend } from './
 import { push as pushVia, vend as vendVia } from './support/fixtures.ts';
 import { clusterLogs, haproxyInstalled, HAPROXY_BIN, startBalancedCluster, type BalancedCluster } from './support/haproxy.ts';
 import { answerConsent, connectByUrl, LOOPBACK_REDIRECT, mcpChallenge, MemoryProvider, pathOf, type Browsing, type OAuthAgent } from './support/oauth.ts';
-import { stopAllServes, waitFor } from './support/processes.ts';
+import { sleep, stopAllServes, waitFor } from './support/processes.ts';
 
 /**
  * Issue 38, "connect with the URL alone", with a client no one here wrote: the official MCP
@@ -179,13 +179,11 @@ describe('the MCP SDK client connects by URL alone (one instance)', () => {
   });
 });
 
-// KNOWN DEFECT (reported for issue 38): a grant revoked on its own (DELETE /api/v1/endpoints/{ref}/grants/{id},
-// or by a reused code or refresh token) stops its tokens, but the client's open notification stream
-// stays up and keeps hearing doorbells, with the todo's summary: an MCP session records its endpoint,
-// not the grant that opened it, so nothing can end it. Turn `it.fails` into `it` once a grant's
-// revocation ends the sessions it opened, on every instance.
+// A grant revoked on its own (DELETE /api/v1/endpoints/{ref}/grants/{id}, or by a reused code or
+// refresh token) must end the session its client holds open, not only refuse its next request: the
+// open notification stream would otherwise keep carrying doorbells, with each todo's summary.
 describe('revoking one grant while its client is connected', () => {
-  it.fails('ends that client\'s session: its stream closes and no later doorbell reaches it', async () => {
+  it('ends that client\'s session: its stream closes and no later doorbell reaches it', async () => {
     const e = await vend(alice, 'oauth-grant-revoke', ['reviews']);
     const b = await signedIn(alice);
     const provider = new MemoryProvider(consentAs(b, app.url), 'to-be-revoked');
@@ -208,6 +206,8 @@ if (!haproxyInstalled()) console.warn(`[oauth-mcp-sdk] balancer case skipped: ${
 describe.skipIf(!haproxyInstalled())('the MCP SDK client connects by URL alone through three instances behind HAProxy', () => {
   let cluster: BalancedCluster;
   let agent: OAuthAgent | undefined;
+  let provider: MemoryProvider;
+  let e: Awaited<ReturnType<typeof vendVia>>;
 
   beforeAll(async () => {
     cluster = await startBalancedCluster(db.url, 3);
@@ -222,11 +222,11 @@ describe.skipIf(!haproxyInstalled())('the MCP SDK client connects by URL alone t
   it('discovers, registers, gets consent and connects whichever instance answers each step; claims a todo and hears its doorbell', async () => {
     const base = cluster.lb.url;
     const api = apiCaller(base, alice.token);
-    const e = await vendVia(api, { name: 'oauth-behind-lb', queues: ['jobs'] });
+    e = await vendVia(api, { name: 'oauth-behind-lb', queues: ['jobs'] });
     expect(e.mcp_url).toBe(`${base}/mcp/${e.slug}`);
 
     const b = await signedIn(alice, { url: base } as App);
-    const provider = new MemoryProvider(consentAs(b, base), 'sdk-e2e-balanced');
+    provider = new MemoryProvider(consentAs(b, base), 'sdk-e2e-balanced');
     agent = await connectByUrl(e.mcp_url, provider);
     expectAuthorizationRequest(provider.authorizations[0]!, base, e.mcp_url, provider.client!.client_id);
     // Round robin without affinity: the OAuth steps were answered by more than one instance.
@@ -253,5 +253,26 @@ describe.skipIf(!haproxyInstalled())('the MCP SDK client connects by URL alone t
     expect(posts.length).toBeGreaterThanOrEqual(3);
     expect(posts.every((x) => x.status === 200 || x.status === 202), JSON.stringify(posts)).toBe(true);
     expect(new Set(posts.map((x) => x.servedBy)).size).toBeGreaterThanOrEqual(2);
+  });
+
+  it('revoking its grant on an instance that does not hold the stream ends the session there too: no later doorbell reaches it', async () => {
+    const a = agent!;
+    const holder = a.exchanges.filter((x) => x.method === 'GET' && x.url === e.mcp_url && x.status === 200).at(-1)!.servedBy!;
+    const other = cluster.serves.find((_s, i) => `s${i}` !== holder)!;
+    // The human does not approve again when the SDK comes back for a new consent.
+    const asked: string[] = [];
+    provider.consent = async (url) => void asked.push(url.href);
+    const api = apiCaller(other.url, alice.token);
+    const [grant] = (await api('GET', `/api/v1/endpoints/${e.slug}/grants`)).json.grants;
+    const before = a.exchanges.length;
+    expect((await api('DELETE', `/api/v1/endpoints/${e.slug}/grants/${grant.id}`)).status).toBe(200);
+    await waitFor(
+      () => a.exchanges.slice(before).some((x) => x.method === 'GET' && x.url === e.mcp_url && x.status === 401),
+      `the stream on ${holder} to end and the SDK's reconnect to be refused`,
+    );
+    const pushed = await pushVia(api, e, { title: 'pushed after the grant was revoked' });
+    await sleep(1_000);
+    expect(a.heard.filter((n) => n.params.meta.todo_id === pushed.id)).toEqual([]);
+    expect(asked.length).toBeGreaterThanOrEqual(1);
   });
 });
