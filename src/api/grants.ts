@@ -1,23 +1,10 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { z } from 'zod';
 import { doc } from './openapi.ts';
-import type { OAuthServer } from '../services/oauth.ts';
-import type { OAuthGrant } from '../services/oauth.ts';
+import { grantListSchema, grantRevokedSchema, type GrantView } from './wire.ts';
+import type { OAuthGrant, OAuthServer } from '../services/oauth.ts';
 import { rfc3339 } from '../domain/time.ts';
 import { isUuid } from '../domain/ids.ts';
 import { notFound } from '../domain/errors.ts';
-
-/** One OAuth grant of an endpoint as the API shows it: who holds it and when it was last used; never a token. */
-export const grantViewSchema = z.object({
-  id: z.string(),
-  client_id: z.string(),
-  client_name: z.string().describe('As the client named itself at registration (unverified)'),
-  created_at: z.string(),
-  last_used_at: z.string().nullable(),
-});
-export const grantListSchema = z.object({ grants: z.array(grantViewSchema) });
-const revokedSchema = z.object({ grant_id: z.string(), revoked: z.literal(true) });
-export type GrantView = z.infer<typeof grantViewSchema>;
 
 export const grantView = (g: OAuthGrant): GrantView => ({
   id: g.id,
@@ -39,7 +26,7 @@ export function registerGrantRoutes(api: FastifyInstance, deps: { oauth: OAuthSe
 
   api.delete(
     '/endpoints/:ref/grants/:id',
-    doc({ tag: 'endpoints', summary: 'Revoke one OAuth grant: its tokens stop working at once', ok: { status: 200, description: '{grant_id, revoked: true}' }, response: revokedSchema }),
+    doc({ tag: 'endpoints', summary: 'Revoke one OAuth grant: its tokens stop working at once', ok: { status: 200, description: '{grant_id, revoked: true}' }, response: grantRevokedSchema }),
     async (req) => {
       const { id } = req.params as { id: string };
       if (!isUuid(id)) throw notFound(`no grant ${id}`);

@@ -337,3 +337,20 @@ export type HookList = z.output<typeof hookListSchema>;
 /** DELETE /hooks/{id} */
 export const hookDeletedSchema = z.object({ hook_id: z.string(), deleted: z.boolean() }).meta({ id: 'HookDeleted' });
 export type HookDeleted = z.output<typeof hookDeletedSchema>;
+
+/** One OAuth grant of an endpoint as the API shows it: who holds it and when it was last used; never a token. */
+export const grantViewSchema = z
+  .object({
+    id: z.string(),
+    client_id: z.string(),
+    client_name: z.string().describe('As the client named itself at registration (unverified)'),
+    created_at: z.string(),
+    last_used_at: z.string().nullable(),
+  })
+  .meta({ id: 'Grant' });
+export type GrantView = z.output<typeof grantViewSchema>;
+/** GET /endpoints/{ref}/grants */
+export const grantListSchema = z.object({ grants: z.array(grantViewSchema) }).meta({ id: 'GrantList' });
+/** DELETE /endpoints/{ref}/grants/{id} */
+export const grantRevokedSchema = z.object({ grant_id: z.string(), revoked: z.literal(true) }).meta({ id: 'GrantRevoked' });
+export type GrantRevoked = z.output<typeof grantRevokedSchema>;

@@ -8,6 +8,7 @@ import { ApiClient, type ApiClientOptions } from './client.ts';
 import type { CliContext } from './context.ts';
 import { loadCredentials } from './credentials.ts';
 import { CliError, printJson, printTable, usageError, type Io } from './output.ts';
+import { registerGrantCommands } from './endpoint-grants.ts';
 
 /**
  * An endpoint's presence as the CLI reports it: none for a revoked endpoint, which is never rung
@@ -190,4 +191,6 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
       if (opts.json) return printJson(ctx.io, r);
       ctx.io.out(`Revoked ${r.slug}; ${r.todos_dead_lettered} live todo(s) dead-lettered.\n`);
     });
+
+  registerGrantCommands(endpoint, ctx, (options) => apiClient(ctx, options));
 }
