@@ -220,30 +220,9 @@ describe('consent after sign-in, and grants on the board', () => {
 describe('revoking one grant', () => {
   it('ends the open stream of the session its token opened, and leaves an sbk_ session of the same endpoint alone', async () => {
     const ep = await vend(alice, 'stream-grant');
-    const { json: client } = await register({ client_name: 'streamer', redirect_uris: [REDIRECT] });
-    const { verifier, challenge } = pkce();
-    const fields = { response_type: 'code', client_id: client.client_id as string, redirect_uri: REDIRECT, state: 's', code_challenge: challenge, code_challenge_method: 'S256', resource: `${app.baseUrl}/mcp/${ep.slug}` };
-    const b = await signedIn(alice);
-    const page = await b.get(`/oauth/authorize?${new URLSearchParams(fields)}`);
-    const approved = await b.post('/oauth/authorize', { ...fields, csrf_token: /name="csrf_token" value="([^"]+)"/.exec(page.text)![1]!, decision: 'approve' });
-    const code = new URL(approved.headers.get('location')!).searchParams.get('code')!;
-    const access = (await token({ grant_type: 'authorization_code', code, code_verifier: verifier, client_id: client.client_id as string })).json.access_token as string;
-
-    const open = async (credential: string) => {
-      const headers = { authorization: `Bearer ${credential}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
-      const init = await fetch(`${app.url}/mcp/${ep.slug}`, {
-        method: 'POST',
-        headers,
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
-      });
-      await init.text();
-      const sid = init.headers.get('mcp-session-id')!;
-      const stream = await fetch(`${app.url}/mcp/${ep.slug}`, { headers: { authorization: `Bearer ${credential}`, accept: 'text/event-stream', 'mcp-session-id': sid } });
-      expect(stream.status).toBe(200);
-      return { sid, reader: stream.body!.getReader() };
-    };
-    const oauthStream = await open(access);
-    const keyStream = await open(ep.token);
+    const access = await accessTokenFor(ep.slug);
+    const oauthStream = await openStream(ep.slug, access);
+    const keyStream = await openStream(ep.slug, ep.token);
     const grants = (await (await fetch(`${app.url}/api/v1/endpoints/${ep.slug}/grants`, { headers: { authorization: `Bearer ${alice.token}` } })).json()) as { grants: { id: string }[] };
     const del = await fetch(`${app.url}/api/v1/endpoints/${ep.slug}/grants/${grants.grants[0]!.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${alice.token}` } });
     expect(del.status).toBe(200);
@@ -256,4 +235,43 @@ describe('revoking one grant', () => {
     expect(app.services.sessions.peek(keyStream.sid)?.stream).not.toBeNull();
     await keyStream.reader.cancel();
   });
+
+  it('a revocation missed while LISTEN was down is caught up after the reconnect: the stream of the revoked grant ends', async () => {
+    const ep = await vend(alice, 'missed-revoke');
+    const access = await accessTokenFor(ep.slug);
+    const stream = await openStream(ep.slug, access);
+    // Revoked behind the instance's back: no notification is sent.
+    await app.sql`update oauth_grants set revoked_at = now() where endpoint_id = ${ep.id}`;
+    expect(app.services.sessions.peek(stream.sid)?.stream).not.toBeNull();
+    await app.services.revocations.wakeups().oauth_grant_revoked!.onListen!();
+    for (;;) if ((await stream.reader.read()).done) break;
+    expect(app.services.sessions.peek(stream.sid)).toBeUndefined();
+  });
 });
+
+/** Alice approves a grant for her endpoint `slug`; its access token. */
+async function accessTokenFor(slug: string): Promise<string> {
+  const { json: client } = await register({ client_name: 'helper', redirect_uris: [REDIRECT] });
+  const { verifier, challenge } = pkce();
+  const fields = { response_type: 'code', client_id: client.client_id as string, redirect_uri: REDIRECT, state: 's', code_challenge: challenge, code_challenge_method: 'S256', resource: `${app.baseUrl}/mcp/${slug}` };
+  const b = await signedIn(alice);
+  const page = await b.get(`/oauth/authorize?${new URLSearchParams(fields)}`);
+  const approved = await b.post('/oauth/authorize', { ...fields, csrf_token: /name="csrf_token" value="([^"]+)"/.exec(page.text)![1]!, decision: 'approve' });
+  const code = new URL(approved.headers.get('location')!).searchParams.get('code')!;
+  return (await token({ grant_type: 'authorization_code', code, code_verifier: verifier, client_id: client.client_id as string })).json.access_token as string;
+}
+
+/** A session of `slug` opened with `credential`, and its open stream. */
+async function openStream(slug: string, credential: string) {
+  const headers = { authorization: `Bearer ${credential}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+  const init = await fetch(`${app.url}/mcp/${slug}`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
+  });
+  await init.text();
+  const sid = init.headers.get('mcp-session-id')!;
+  const stream = await fetch(`${app.url}/mcp/${slug}`, { headers: { authorization: `Bearer ${credential}`, accept: 'text/event-stream', 'mcp-session-id': sid } });
+  expect(stream.status).toBe(200);
+  return { sid, reader: stream.body!.getReader() };
+}

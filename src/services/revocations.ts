@@ -2,6 +2,7 @@ import type { Logger } from '../lib/log.ts';
 import type { Sql } from '../db/connect.ts';
 import type { SessionRegistry } from '../sessions/registry.ts';
 import { inactiveEndpointIdsUnscoped } from '../store/endpoints.ts';
+import { revokedGrantIdsUnscoped } from '../store/oauth/index.ts';
 import type { EndpointCredentials } from './endpoint-credentials.ts';
 import type { WakeupHandlers } from './wakeups.ts';
 
@@ -23,14 +24,22 @@ export class Revocations {
     return this.sessions.closeEndpoint(endpointId, 'endpoint revoked');
   }
 
+  /** Ends the sessions here whose last request carried a token of this (revoked) OAuth grant. */
+  #endGrant(grantId: string): void {
+    const victims = this.sessions.all().filter((s) => s.oauthGrantId === grantId);
+    for (const s of victims) this.sessions.close(s, 'oauth grant revoked');
+    if (victims.length > 0) this.base.log.info({ grant_id: grantId, sessions: victims.length }, 'closed sessions of a revoked oauth grant');
+  }
+
   wakeups(): WakeupHandlers {
     const { sql, log } = this.base;
     return {
       oauth_grant_revoked: {
-        onNotify: ({ grantId }) => {
-          const victims = this.sessions.all().filter((s) => s.oauthGrantId === grantId);
-          for (const s of victims) this.sessions.close(s, 'oauth grant revoked');
-          if (victims.length > 0) log.info({ grant_id: grantId, sessions: victims.length }, 'closed sessions of a revoked oauth grant');
+        onNotify: ({ grantId }) => this.#endGrant(grantId),
+        // A stream makes no request that would be refused: after a reconnect, check every grant held here.
+        onListen: async () => {
+          const held = [...new Set(this.sessions.all().flatMap((s) => (s.oauthGrantId ? [s.oauthGrantId] : [])))];
+          for (const id of await revokedGrantIdsUnscoped(sql, held)) this.#endGrant(id);
         },
       },
       endpoint_revoked: {
@@ -39,7 +48,6 @@ export class Revocations {
           if (closed) log.info({ endpoint_id: endpointId, sessions: closed }, 'closed sessions of a revoked endpoint');
         },
         // After a reconnect, revocations may have been missed: check every endpoint we hold sessions for.
-        // (A missed oauth_grant_revoked needs no catch-up: the next request with its token is refused.)
         onListen: async () => {
           const held = [...new Set(this.sessions.all().map((s) => s.endpoint.id))];
           for (const id of await inactiveEndpointIdsUnscoped(sql, held)) this.forget(id);

@@ -12,6 +12,7 @@ const UNSCOPED = {
   'endpoints.ts': ['activeEndpointAtUnscoped', 'authenticateEndpointCredentialUnscoped', 'inactiveEndpointIdsUnscoped'],
   'hooks.ts': ['countHooksUnscoped', 'legacyHookSecretsUnscoped', 'resealHookSecretsUnscoped'],
   'instances.ts': ['reapDeadInstancesUnscoped'],
+  'oauth/grants.ts': ['revokedGrantIdsUnscoped'],
   'oauth/tokens.ts': ['deleteExpiredOAuthRowsUnscoped', 'resolveAccessTokenUnscoped'],
   'presence.ts': ['presenceWatchlistUnscoped'],
   'retention.ts': ['deleteFinishedTodosUnscoped', 'deleteOldReplayKeysUnscoped', 'deleteOrphanEventsUnscoped'],

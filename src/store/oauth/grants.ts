@@ -81,6 +81,14 @@ export async function revokeGrant(sql: Sql | TxSql, grantId: string, why: string
   return row;
 }
 
+/** Of the given grant ids, those no longer live (catching up on missed revocations). Crosses tenants: the ids are sessions' own. */
+export async function revokedGrantIdsUnscoped(sql: Sql, ids: readonly string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const live = await sql<{ id: string }[]>`select id from oauth_grants where id = any(${sql.array([...ids])}::uuid[]) and revoked_at is null`;
+  const liveIds = new Set(live.map((r) => r.id));
+  return ids.filter((id) => !liveIds.has(id));
+}
+
 /** Revokes every grant of an endpoint (the endpoint's own revocation, inside its transaction). */
 export async function revokeEndpointGrants(tx: TxSql, endpointId: string, now: Date): Promise<number> {
   const revoked = await tx`

@@ -1,5 +1,5 @@
 export { findClient, registerClient, type OAuthClient } from './clients.ts';
-export { apiGrantsOf, createGrantWithCode, endpointGrants, endpointGrantsOfEach, revokeEndpointGrants, revokeGrant, type NewGrant, type OAuthGrant } from './grants.ts';
+export { apiGrantsOf, createGrantWithCode, endpointGrants, endpointGrantsOfEach, revokeEndpointGrants, revokeGrant, revokedGrantIdsUnscoped, type NewGrant, type OAuthGrant } from './grants.ts';
 export {
   ACCESS_TOKEN_PREFIX,
   AUTHORIZATION_CODE_PREFIX,
