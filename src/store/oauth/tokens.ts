@@ -128,7 +128,8 @@ export async function resolveAccessTokenUnscoped(sql: Sql, presented: string, no
 
 /**
  * Removes OAuth rows past use before `before`, at most `batch` of each kind: expired tokens and
- * codes, then revoked grants with nothing left (the retention loop).
+ * codes, then revoked grants with nothing left, then clients registered before it that hold no
+ * grant (registration is open to anyone; the retention loop).
  */
 export async function deleteExpiredOAuthRowsUnscoped(sql: Sql, before: Date, batch: number): Promise<number> {
   const tokens = await sql`delete from oauth_tokens where token_hash in (select token_hash from oauth_tokens where expires_at < ${before} limit ${batch})`;
@@ -137,5 +138,10 @@ export async function deleteExpiredOAuthRowsUnscoped(sql: Sql, before: Date, bat
     delete from oauth_grants where id in (
       select g.id from oauth_grants g where g.revoked_at < ${before}
         and not exists (select 1 from oauth_tokens t where t.grant_id = g.id) limit ${batch})`;
-  return Math.max(tokens.count, codes.count, grants.count);
+  // Registration is open: a client that never got a grant within the window is forgotten.
+  const clients = await sql`
+    delete from oauth_clients where client_id in (
+      select c.client_id from oauth_clients c where c.created_at < ${before}
+        and not exists (select 1 from oauth_grants g where g.client_id = c.client_id) limit ${batch})`;
+  return Math.max(tokens.count, codes.count, grants.count, clients.count);
 }
