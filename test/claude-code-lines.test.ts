@@ -20,6 +20,8 @@ const DOC_URL = 'https://switchboard.example.com/mcp/review-bot-3fa91c0d';
 const README_BIN = '/path/to/switchboard/bin/switchboard.js';
 const README_URL = '<mcp_url>';
 const CONNECTED = '✔ Connected';
+/** A server added by its URL alone (docs/connect.md, "Connect by URL (OAuth)"): Claude Code waits for /mcp to authenticate. */
+const NEEDS_AUTH = '! Needs authentication';
 
 let db: TestDb;
 let app: TestApp;
@@ -125,6 +127,22 @@ async function projectConnects(cli: string, mcpJson: string, name: string) {
   expect(statuses, `${mcpJson}\n${output}`).toEqual({ [name]: CONNECTED });
 }
 
+/**
+ * Runs a URL-only line or .mcp.json (no header): Claude Code met the 401 with its resource_metadata
+ * and lists the server as waiting for authentication (the browser step, /mcp, is interactive).
+ */
+async function needsAuthentication(cli: string, how: { line: string } | { mcpJson: string }) {
+  const ws = await workspace(cli, { approveProjectServers: 'mcpJson' in how });
+  if ('line' in how) await ws.bash(how.line);
+  else await writeFile(join(ws.project, '.mcp.json'), how.mcpJson);
+  const { statuses, output } = await ws.list();
+  expect(Object.keys(statuses), output).toEqual(['switchboard']);
+  expect(statuses['switchboard'], output).toBe(NEEDS_AUTH);
+}
+
+/** A direct HTTP line or entry that sends no credential: the "Connect by URL (OAuth)" ones. */
+const byUrlAlone = (s: string) => (s.includes('--transport http') && !s.includes('--header')) || (s.includes('"type": "http"') && !s.includes('"headers"'));
+
 /** Fenced code blocks of one language in a Markdown file. */
 const fenced = (md: string, lang: string) => [...md.matchAll(/^```(\w*)\n([\s\S]*?)^```$/gm)].filter((m) => m[1] === lang).map((m) => m[2]!);
 
@@ -198,13 +216,31 @@ describe(`the printed lines, with the real Claude Code ${CLAUDE_CODE_VERSION}`, 
       expect(s).toContain(DOC_URL);
       return s.replaceAll(DOC_URL, endpoint.mcp_url);
     };
-    const adds = fenced(md, 'sh').flatMap(shellCommands).filter((c) => c.startsWith('claude mcp add '));
+    const adds = fenced(md, 'sh').flatMap(shellCommands).filter((c) => c.startsWith('claude mcp add ') && !byUrlAlone(c));
     expect(adds.length, 'claude mcp add commands in docs/connect.md').toBeGreaterThanOrEqual(2);
     expect(adds.some((c) => c.includes('--transport stdio')) && adds.some((c) => c.includes('--transport http'))).toBe(true);
     for (const command of adds) await addAndConnect(cli, real(command), 'switchboard');
-    const files = fenced(md, 'json').filter((b) => b.includes('"mcpServers"'));
+    const files = fenced(md, 'json').filter((b) => b.includes('"mcpServers"') && !byUrlAlone(b));
     expect(files.length, '.mcp.json blocks in docs/connect.md').toBeGreaterThanOrEqual(2);
     for (const file of files) await projectConnects(cli, real(file), 'switchboard');
+  });
+
+  it('docs/connect.md, "Connect by URL (OAuth)": the URL-only line and .mcp.json wait for authentication', async (ctx) => {
+    const cli = claudeOrSkip(ctx);
+    const md = await readFile(join(ROOT, 'docs', 'connect.md'), 'utf8');
+    const section = md.split('\n## Connect by URL (OAuth)\n')[1]!.split('\n## ')[0]!;
+    const lines = fenced(section, 'sh').flatMap(shellCommands).filter((c) => c.startsWith('claude mcp add '));
+    const files = fenced(section, 'json').filter((b) => b.includes('"mcpServers"'));
+    expect([lines.length, files.length], 'one claude mcp add line and one .mcp.json in the section').toEqual([1, 1]);
+    // Every URL-only snippet in the guide is in this section, and each of them sends no credential.
+    expect([...fenced(md, 'sh').flatMap(shellCommands), ...fenced(md, 'json')].filter(byUrlAlone)).toEqual([...lines, ...files]);
+    for (const s of [...lines, ...files]) expect(s).not.toMatch(/Authorization|SWITCHBOARD_AGENT_TOKEN|sbk_/);
+    const real = (s: string) => {
+      expect(s).toContain(DOC_URL);
+      return s.replaceAll(DOC_URL, endpoint.mcp_url);
+    };
+    await needsAuthentication(cli, { line: real(lines[0]!) });
+    await needsAuthentication(cli, { mcpJson: real(files[0]!) });
   });
 
   it("the README's .mcp.json (node and this checkout's bin/switchboard.js) connects", async (ctx) => {

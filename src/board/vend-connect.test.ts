@@ -35,5 +35,7 @@ describe('the vend result page', () => {
     expect(r.text).toContain('2.1.80 or later, signed in with a claude.ai account');
     expect(r.text).toContain('<code>claim_next</code> with <code>wait</code>');
     expect(r.text).toContain('<a href="/docs/connect">connect guide</a>');
+    // An OAuth-capable client needs only the URL: the note shows the line without a header.
+    expect(unescape(r.text)).toContain(`An OAuth-capable client can connect with this URL alone, no header and no credential: <code>claude mcp add switchboard --transport http --scope user ${mcpUrl}</code>, then <code>/mcp</code> in Claude Code to authenticate, and approve it on the board's consent page`);
   });
 });

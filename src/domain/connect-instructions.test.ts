@@ -57,6 +57,17 @@ describe('connect instructions', () => {
     expect(text).toContain('Guide: https://switchboard.example.com/docs/connect\n');
   });
 
+  it('says an OAuth-capable client can connect with the URL alone, approving on the board, without any credential', () => {
+    const byUrl = c.http.notes.at(-1)!;
+    expect(byUrl).toContain(`\`claude mcp add switchboard --transport http --scope user ${URL}\`, then \`/mcp\` in Claude Code to authenticate`);
+    expect(byUrl).toContain("approve it on the board's consent page");
+    expect(byUrl).not.toMatch(/Authorization|SWITCHBOARD_AGENT_TOKEN|--header/);
+    const text = connectText(c);
+    expect(text).toContain(`  - ${byUrl}\n`);
+    // A note, not a printed command line: the lines test/claude-code-lines.test.ts runs are the two with a credential.
+    expect([...text.matchAll(/^ {2}(claude mcp add .*)$/gm)].map((m) => m[1])).toEqual([c.bridge.claudeMcpAdd, c.http.claudeMcpAdd]);
+  });
+
   it('quotes a URL or name the shell would otherwise split', () => {
     const odd = connectInstructions({ mcpUrl: "https://h/mcp/a b'c", slug: SLUG, serverName: 'my server' });
     expect(odd.bridge.launch).toBe("claude --dangerously-load-development-channels server:'my server' --allowedTools mcp__my_server");

@@ -8,6 +8,8 @@ import { CONNECT_GUIDE_PATH } from './guides.ts';
 //    preview a custom one is heard only when named at launch with
 //    `--dangerously-load-development-channels server:<name>`. This is the way doorbells arrive.
 //  - directly over HTTP: every tool works; the docs say nothing of HTTP servers as channels.
+//    A client that speaks the MCP authorization spec may take this way with the URL alone: it
+//    gets its token from Switchboard's OAuth server after a human approves on the board.
 //
 // The credential is never inside a snippet: each one names ${SWITCHBOARD_AGENT_TOKEN}, which
 // Claude Code expands in .mcp.json (command, args, env, url, headers), so the file holds no secret
@@ -49,7 +51,7 @@ export interface ConnectInstructions {
   serverName: string;
   /** Through `switchboard bridge` (stdio): tools and doorbells. */
   bridge: { mcpJson: McpJson<BridgeServerEntry>; claudeMcpAdd: string; launch: string; notes: string[] };
-  /** Directly over Streamable HTTP: tools; doorbells not documented. */
+  /** Directly over Streamable HTTP: tools; doorbells not documented. The last note: the URL alone, over OAuth. */
   http: { mcpJson: McpJson<HttpServerEntry>; claudeMcpAdd: string; notes: string[] };
   /** Where the credential goes: the environment of the shell that starts the client. */
   credentialNote: string;
@@ -93,6 +95,7 @@ export function connectInstructions(input: ConnectInput): ConnectInstructions {
       claudeMcpAdd: `claude mcp add ${shellWord(name)} --transport http --scope user ${shellWord(url)} --header "Authorization: Bearer $${AGENT_TOKEN_ENV}"`,
       notes: [
         'Every tool works this way. Claude Code documents channel servers only as local stdio subprocesses, so do not count on doorbells over a direct HTTP connection: use the bridge for them, or pull.',
+        `An OAuth-capable client can connect with this URL alone, no header and no credential: \`claude mcp add ${shellWord(name)} --transport http --scope user ${shellWord(url)}\`, then \`/mcp\` in Claude Code to authenticate, and approve it on the board's consent page (the connect guide's "Connect by URL (OAuth)").`,
       ],
     },
     credentialNote:
