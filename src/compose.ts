@@ -12,6 +12,7 @@ import { ReadyRings } from './services/doorbell/ready-rings.ts';
 import { SelfTests } from './services/doorbell/self-tests.ts';
 import { EndpointCredentials } from './services/endpoint-credentials.ts';
 import { OAuthServer } from './services/oauth.ts';
+import { HISTORY_INTERVAL_MS, HistoryService } from './services/history.ts';
 import { EndpointService } from './services/endpoints.ts';
 import { Humans } from './services/humans.ts';
 import { IngestService } from './services/ingest.ts';
@@ -27,6 +28,7 @@ import { NotifyHooks, type NotifyHookOptions } from './services/notify-hooks.ts'
 import { AgentPresence } from './services/presence-agent.ts';
 import { PresenceCache } from './services/presence-cache.ts';
 import { OperatorPresence } from './services/presence-operator.ts';
+import { PresenceHistory } from './services/presence-history.ts';
 import { PresenceService } from './services/presence.ts';
 import { Revocations } from './services/revocations.ts';
 import { SessionDirectory } from './services/session-directory.ts';
@@ -112,6 +114,8 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions) {
     presence,
     agentPresence: new AgentPresence(base, presence),
     operatorPresence: new OperatorPresence(base, presence),
+    /** Each endpoint's presence changes, kept 30 days: the API, the CLI and the board read them. */
+    presenceHistory: new PresenceHistory(base),
     selfTests: new SelfTests(base, sessions, directory, doorbell, { ringDelayMs: opts.selfTestRingDelayMs }),
     hooks,
     webhooks,
@@ -123,6 +127,8 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions) {
     webhookRouting,
     ingest: new IngestService(base, { metrics, webhooks, routing: webhookRouting, todos, replayWindowMs: config.retentionMs }),
     boardReads: new BoardReads(base),
+    /** Queue history: the charts' buckets (migration 0025's triggers write them). */
+    history: new HistoryService(base),
     humans: new Humans(base),
     /** SWITCHBOARD_RETENTION, for the retention loop. */
     retentionMs: config.retentionMs,
@@ -156,5 +162,6 @@ export function maintenanceLoopsOf(s: Services): MaintenanceLoop[] {
     doorbellSweepLoop({ sql, clock, log, doorbell: s.doorbell, presence: s.presence }),
     sessionJanitorLoop(s.directory),
     retentionLoop({ sql, clock, log, retentionMs: s.retentionMs }),
+    { name: 'history', intervalMs: HISTORY_INTERVAL_MS, tick: () => s.history.maintain() },
   ];
 }

@@ -44,6 +44,7 @@ describe('GET /api/v1/openapi.json', () => {
       [
         'GET /api/v1/me',
         'GET /api/v1/endpoints/{ref}/grants',
+        'GET /api/v1/endpoints/{ref}/history',
         'DELETE /api/v1/endpoints/{ref}/grants/{id}',
         'GET /.well-known/oauth-authorization-server',
         'GET /.well-known/oauth-protected-resource/api',
@@ -63,6 +64,7 @@ describe('GET /api/v1/openapi.json', () => {
         'GET /api/v1/endpoints/{ref}/presence',
         'PUT /api/v1/endpoints/{ref}/presence',
         'DELETE /api/v1/endpoints/{ref}/presence',
+        'GET /api/v1/endpoints/{ref}/presence/history',
         'PUT /api/v1/endpoints/{ref}/shift',
         'POST /api/v1/endpoints/{ref}/doorbell-tests',
         'GET /api/v1/endpoints/{ref}/doorbell-tests/{test_id}',

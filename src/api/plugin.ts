@@ -4,6 +4,7 @@ import { SwitchboardError } from '../domain/errors.ts';
 import type { EndpointService } from '../services/endpoints.ts';
 import type { TodoService } from '../services/todos.ts';
 import type { OperatorPresence } from '../services/presence-operator.ts';
+import type { PresenceHistory } from '../services/presence-history.ts';
 import { humanGuard } from './auth.ts';
 import type { Humans } from '../services/humans.ts';
 import { registerMeRoutes } from './me.ts';
@@ -20,10 +21,12 @@ import type { AuthFailures } from '../web/auth-failures.ts';
 import { RateLimiter } from '../lib/rate-limit.ts';
 import { registerTodoRoutes } from './todos.ts';
 import { registerGrantRoutes } from './grants.ts';
+import { registerHistoryRoutes } from './history.ts';
 import { registerOpenApi } from './openapi.ts';
 import { VERSION } from '../lib/version.ts';
 import type { WebhookRouting } from '../services/webhook-routing.ts';
 import type { OAuthServer } from '../services/oauth.ts';
+import type { HistoryService } from '../services/history.ts';
 
 export interface ApiDeps {
   humans: Humans;
@@ -33,6 +36,7 @@ export interface ApiDeps {
   endpoints: EndpointService;
   todos: TodoService;
   operatorPresence: OperatorPresence;
+  presenceHistory: PresenceHistory;
   selfTests: SelfTests;
   webhooks: Webhooks;
   webhookRouting: WebhookRouting;
@@ -43,6 +47,8 @@ export interface ApiDeps {
   authFailures: AuthFailures;
   /** OAuth: API-grant access tokens, the 401's resource_metadata, and endpoint grants' routes. */
   oauth: OAuthServer;
+  /** Queue history (the charts' buckets). */
+  history: HistoryService;
 }
 
 /** Per personal token: reads 20/s (burst 40), writes 5/s (burst 20). */
@@ -82,11 +88,12 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
       registerMeRoutes(api);
       registerEndpointRoutes(api, { clock, baseUrl: base, endpoints, sessionCounts: deps.sessionCounts });
       registerTodoRoutes(api, { endpoints, todos: deps.todos, human });
-      registerPresenceRoutes(api, { endpoints, operatorPresence: deps.operatorPresence });
+      registerPresenceRoutes(api, { endpoints, operatorPresence: deps.operatorPresence, presenceHistory: deps.presenceHistory });
       registerDoorbellTestRoutes(api, { endpoints, selfTests: deps.selfTests });
       registerWebhookRoutes(api, { endpoints, webhooks: deps.webhooks, webhookRouting: deps.webhookRouting });
       registerHookRoutes(api, { endpoints, hooks: deps.hooks });
       registerGrantRoutes(api, { oauth: deps.oauth });
+      registerHistoryRoutes(api, { endpoints, history: deps.history });
     },
     { prefix: '/api/v1' },
   );

@@ -180,6 +180,35 @@ export const presenceViewSchema = z
   .meta({ id: 'PresenceView' });
 export type PresenceView = z.output<typeof presenceViewSchema>;
 
+/** Why a presence changed (domain/presence/change.ts): the agent's verbs, a human's write, or time. */
+const presenceChangeReason = z.enum(['clock_in', 'clock_out', 'operator', 'shift_edit', 'shift_start', 'shift_end', 'override_end']);
+
+/** One change of an endpoint's effective presence, as presence history keeps it (30 days). */
+export const presenceChangeSchema = z
+  .object({
+    at: timestamp.describe('When the change was decided (claimed): at the write, or at the first evaluation after a boundary'),
+    from: presence,
+    to: presence,
+    source: presenceSource.describe('What decides from this change on'),
+    by: z.string().describe('`agent`, `operator:<human id>`, or `shift` (a boundary, or an override running out)'),
+    by_handle: z.string().nullable().describe("The operator's handle when `by` names a human; null otherwise"),
+    reason: presenceChangeReason.describe(
+      '`clock_in`/`clock_out` (the agent), `operator` (a human set or cleared an override), `shift_edit` (a human changed the shift), `shift_start`/`shift_end` (a boundary), `override_end` (an override ran out)',
+    ),
+    until: timestamp.nullable().describe('When the presence next changes by itself, as known at the change; null: not by itself'),
+  })
+  .meta({ id: 'PresenceChange' });
+export type PresenceChange = z.output<typeof presenceChangeSchema>;
+
+/** GET /endpoints/{ref}/presence/history: newest first. */
+export const presenceHistorySchema = z
+  .object({
+    since: timestamp.describe('The oldest time asked for (default 7 days ago); history is kept 30 days'),
+    changes: z.array(presenceChangeSchema),
+  })
+  .meta({ id: 'PresenceHistory' });
+export type PresenceHistory = z.output<typeof presenceHistorySchema>;
+
 export const channelCapabilitySchema = z
   .object({
     server_advertised: z.boolean(),
@@ -354,3 +383,28 @@ export const grantListSchema = z.object({ grants: z.array(grantViewSchema) }).me
 /** DELETE /endpoints/{ref}/grants/{id} */
 export const grantRevokedSchema = z.object({ grant_id: z.string(), revoked: z.literal(true) }).meta({ id: 'GrantRevoked' });
 export type GrantRevoked = z.output<typeof grantRevokedSchema>;
+
+/** One point of queue history (GET /endpoints/{ref}/history). */
+export const historyPointSchema = z
+  .object({
+    t: z.string().describe('The start of the point (RFC 3339)'),
+    created: z.number().int(),
+    claimed: z.number().int(),
+    completed: z.number().int(),
+    failed: z.number().int().describe('Failures, retried or not'),
+    dead: z.number().int().describe('Failures with no retry left'),
+    pending: z.number().int().describe("Depth at the point's end"),
+    claimed_depth: z.number().int(),
+    wait_p50_ms: z.number().nullable().describe('Claim wait (created to claimed), median, as a histogram bin bound'),
+    wait_p95_ms: z.number().nullable(),
+    rings_sent: z.number().int(),
+    heard_claim: z.number().int().describe('Rings sent in this point later acknowledged by a claim'),
+    heard_ack: z.number().int().describe('... or by ack_doorbell'),
+    unheard: z.number().int(),
+    digests: z.number().int(),
+  })
+  .meta({ id: 'HistoryPoint' });
+export const historyViewSchema = z
+  .object({ range: z.enum(['1h', '24h', '7d']), step_seconds: z.number().int(), from: z.string(), to: z.string(), points: z.array(historyPointSchema) })
+  .meta({ id: 'History' });
+export type HistoryViewWire = z.output<typeof historyViewSchema>;

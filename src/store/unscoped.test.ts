@@ -10,11 +10,13 @@ import { describe, expect, it } from 'vitest';
  */
 const UNSCOPED = {
   'endpoints.ts': ['activeEndpointAtUnscoped', 'authenticateEndpointCredentialUnscoped', 'inactiveEndpointIdsUnscoped'],
+  'history/maintain.ts': ['pruneHistoryUnscoped', 'rollUpHoursUnscoped', 'snapshotDepthUnscoped'],
   'hooks.ts': ['countHooksUnscoped', 'legacyHookSecretsUnscoped', 'resealHookSecretsUnscoped'],
   'instances.ts': ['reapDeadInstancesUnscoped'],
   'oauth/grants.ts': ['revokedGrantIdsUnscoped'],
   'oauth/tokens.ts': ['deleteExpiredOAuthRowsUnscoped', 'resolveAccessTokenUnscoped'],
   'presence.ts': ['presenceWatchlistUnscoped'],
+  'presence-history/prune.ts': ['deleteOldPresenceHistoryUnscoped'],
   'retention.ts': ['deleteFinishedTodosUnscoped', 'deleteOldReplayKeysUnscoped', 'deleteOrphanEventsUnscoped'],
   'rings.ts': ['markUnheardRingsUnscoped', 'pruneRingsUnscoped'],
   'sessions.ts': ['expireIdleSessionsUnscoped', 'markUnheardSessionsUnscoped'],

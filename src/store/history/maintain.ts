@@ -1,0 +1,71 @@
+import type { Sql } from '../../db/connect.ts';
+
+/** Minute buckets are kept two days, hour buckets thirty (issue 39). */
+export const MINUTE_HISTORY_MS = 48 * 3600_000;
+export const HOUR_HISTORY_MS = 30 * 86_400_000;
+
+const minuteOf = (at: Date) => new Date(Math.floor(at.getTime() / 60_000) * 60_000);
+const hourOf = (at: Date) => new Date(Math.floor(at.getTime() / 3600_000) * 3600_000);
+
+/**
+ * The depth of every endpoint's queues at `at`, written into the minute bucket that ends at `at`
+ * (the bucket before the minute `at` falls in): pending and claimed, synthetic todos excluded.
+ * Idempotent: any instance may take it, the last one writing the same counts. Queues with nothing
+ * live get no row, which reads as 0.
+ */
+export async function snapshotDepthUnscoped(sql: Sql, at: Date): Promise<number> {
+  const bucket = new Date(minuteOf(at).getTime() - 60_000);
+  const rows = await sql`
+    insert into todo_history (width, bucket, endpoint_id, queue, shard, pending, claimed_depth)
+    select 'm', ${bucket}, t.endpoint_id, t.queue, 0,
+           count(*) filter (where t.state = 'pending')::int, count(*) filter (where t.state = 'claimed')::int
+    from todos t where t.state in ('pending', 'claimed') and not t.synthetic
+    group by t.endpoint_id, t.queue
+    on conflict (width, endpoint_id, bucket, queue, shard) do update
+      set pending = excluded.pending, claimed_depth = excluded.claimed_depth`;
+  return rows.count;
+}
+
+/**
+ * Rolls the minute buckets of the hours from `since` to `at` up into hour buckets (replacing what
+ * was there: the sums are recomputed, so running it twice changes nothing). The depth of an hour
+ * is its last minute's snapshot.
+ */
+export async function rollUpHoursUnscoped(sql: Sql, since: Date, at: Date): Promise<number> {
+  const rows = await sql`
+    with minutes as (
+      select date_trunc('hour', h.bucket) as hour, h.* from todo_history h
+      where h.width = 'm' and h.bucket >= ${hourOf(since)} and h.bucket < ${new Date(hourOf(at).getTime() + 3600_000)}
+    ), last_depth as (
+      select distinct on (endpoint_id, queue, hour) endpoint_id, queue, hour, pending, claimed_depth
+      from minutes where pending is not null order by endpoint_id, queue, hour, bucket desc
+    ), hist as (
+      select endpoint_id, queue, hour, array_agg(wait_hist) filter (where wait_hist is not null) as hists
+      from minutes group by 1, 2, 3
+    )
+    insert into todo_history (width, bucket, endpoint_id, queue, shard, created, claimed, completed, failed, dead,
+                              pending, claimed_depth, wait_hist, rings_sent, heard_claim, heard_ack, unheard, digests)
+    select 'h', m.hour, m.endpoint_id, m.queue, 0, sum(m.created), sum(m.claimed), sum(m.completed), sum(m.failed), sum(m.dead),
+           max(d.pending), max(d.claimed_depth),
+           (select history_hist_sum(hi.hists) from hist hi where hi.endpoint_id = m.endpoint_id and hi.queue = m.queue and hi.hour = m.hour),
+           sum(m.rings_sent), sum(m.heard_claim), sum(m.heard_ack), sum(m.unheard), sum(m.digests)
+    from minutes m left join last_depth d on d.endpoint_id = m.endpoint_id and d.queue = m.queue and d.hour = m.hour
+    group by m.hour, m.endpoint_id, m.queue
+    on conflict (width, endpoint_id, bucket, queue, shard) do update set
+      created = excluded.created, claimed = excluded.claimed, completed = excluded.completed, failed = excluded.failed,
+      dead = excluded.dead, pending = excluded.pending, claimed_depth = excluded.claimed_depth, wait_hist = excluded.wait_hist,
+      rings_sent = excluded.rings_sent, heard_claim = excluded.heard_claim, heard_ack = excluded.heard_ack,
+      unheard = excluded.unheard, digests = excluded.digests`;
+  return rows.count;
+}
+
+/** Deletes buckets past their keep (minutes 48 h, hours 30 days), at most `batch` of each width. */
+export async function pruneHistoryUnscoped(sql: Sql, at: Date, batch: number): Promise<number> {
+  const minutes = await sql`
+    delete from todo_history where ctid in (
+      select ctid from todo_history where width = 'm' and bucket < ${new Date(at.getTime() - MINUTE_HISTORY_MS)} limit ${batch})`;
+  const hours = await sql`
+    delete from todo_history where ctid in (
+      select ctid from todo_history where width = 'h' and bucket < ${new Date(at.getTime() - HOUR_HISTORY_MS)} limit ${batch})`;
+  return Math.max(minutes.count, hours.count);
+}
