@@ -89,7 +89,7 @@ export class OAuthServer {
       token_endpoint_auth_methods_supported: ['none'],
       authorization_response_iss_parameter_supported: true,
       scopes_supported: ['mcp', 'operator'],
-      service_documentation: `${base}/guide`,
+      service_documentation: `${base}/docs/connect`,
     };
   }
 
