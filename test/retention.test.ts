@@ -62,10 +62,10 @@ describe('the retention pass', () => {
     await f.sql`delete from todos where id = ${recent.orphan.id}`;
 
     // Nothing is past retention yet.
-    expect(await retentionPass(deps())).toEqual({ todos: 0, events: 0, replayKeys: 0, oauth: 0, more: false });
+    expect(await retentionPass(deps())).toEqual({ todos: 0, events: 0, replayKeys: 0, oauth: 0, presenceHistory: 0, more: false });
 
     f.app.clock.advance(2 * DAY);
-    expect(await retentionPass(deps())).toEqual({ todos: 3, events: 4, replayKeys: 0, oauth: 0, more: false });
+    expect(await retentionPass(deps())).toEqual({ todos: 3, events: 4, replayKeys: 0, oauth: 0, presenceHistory: 0, more: false });
     for (const t of [old.done, old.failed, old.canceled]) {
       expect(await exists('todos', t.id)).toBe(false);
       expect(await exists('events', t.eventId)).toBe(false);
@@ -130,5 +130,25 @@ describe('the retention pass', () => {
     expect(await retentionPass(deps())).toMatchObject({ replayKeys: 1 });
     const left = await f.sql<{ body: Buffer }[]>`select body_sha256 as body from replay_keys where webhook_id = ${w.json.webhook_id}`;
     expect(left.map((r) => r.body.toString())).toEqual(['new body']);
+  });
+
+  it('deletes presence history older than 30 days whatever SWITCHBOARD_RETENTION says, and keeps younger rows', async () => {
+    const e = await vend(f.api, { name: 'ret-presence', queues: ['reviews'] });
+    const clock = async (presence: 'in' | 'out') => expect((await f.api('PUT', `/api/v1/endpoints/${e.slug}/presence`, { presence, until: null })).status).toBe(200);
+    await clock('out');
+    f.app.clock.advance(2 * DAY);
+    await clock('in');
+    const kept = async () => (await f.sql`select to_presence from presence_history where endpoint_id = ${e.id} order by at`).map((r) => r.to_presence);
+    expect(await kept()).toEqual(['out', 'in']);
+    // 29 days after the first change: a retention of one day deletes neither.
+    f.app.clock.advance(27 * DAY);
+    expect(await retentionPass(deps({ retentionMs: DAY }))).toMatchObject({ presenceHistory: 0 });
+    // Past 30 days the first goes, even with a retention of 60 days; then the second.
+    f.app.clock.advance(DAY + 60_000);
+    expect(await retentionPass(deps({ retentionMs: 60 * DAY }))).toMatchObject({ presenceHistory: 1 });
+    expect(await kept()).toEqual(['in']);
+    f.app.clock.advance(2 * DAY);
+    expect(await retentionPass(deps({ batch: 1, batchesPerTick: 1 }))).toMatchObject({ presenceHistory: 1 });
+    expect(await kept()).toEqual([]);
   });
 });

@@ -5,11 +5,11 @@
  * already: what a handler returns must be assignable to its wire type.)
  */
 import type { BridgeServerEntry, HttpServerEntry, McpJson } from '../domain/connect-instructions.ts';
-import type { Presence, PresenceSource } from '../domain/presence/index.ts';
+import type { Presence, PresenceChangeReason, PresenceSource } from '../domain/presence/index.ts';
 import type { Verdict } from '../services/doorbell/self-tests.ts';
 import type { PresenceView as ServicePresenceView } from '../services/presence.ts';
 import type { TodoDetail as StoredTodoDetail, TodoState as StoredTodoState, TodoSummary as StoredTodoSummary } from '../services/todos.ts';
-import type { DoorbellTestReport, EndpointView, PresenceView, TodoDetail, TodoState, TodoSummary, VendResult } from './wire.ts';
+import type { DoorbellTestReport, EndpointView, PresenceChange, PresenceView, TodoDetail, TodoState, TodoSummary, VendResult } from './wire.ts';
 
 /** True when A and B are the same type: `true satisfies Same<A, B>` fails to compile on drift. */
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
@@ -22,4 +22,6 @@ true satisfies Same<TodoState, StoredTodoState>;
 true satisfies Same<TodoSummary, StoredTodoSummary>;
 true satisfies Same<TodoDetail, StoredTodoDetail>;
 true satisfies Same<PresenceView, ServicePresenceView>;
+true satisfies Same<PresenceChange['reason'], PresenceChangeReason>;
+true satisfies Same<PresenceChange['source'], PresenceSource>;
 true satisfies Same<DoorbellTestReport['verdict'], Verdict>;

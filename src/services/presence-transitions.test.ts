@@ -131,7 +131,7 @@ describe('stale transitions', () => {
     await push(e, 'held');
     // ... and then the stale evaluator claims what it computed.
     const from = { override: seen.presence_override, overrideSetAt: seen.override_set_at, shift: seen.shift };
-    expect(await claimPresenceTransitions(db.sql, [{ endpointId: e.id, to: 'in', by: 'shift', reason: 'shift_start', from }], app.clock.now())).toEqual([]);
+    expect(await claimPresenceTransitions(db.sql, [{ endpointId: e.id, to: 'in', by: 'shift', reason: 'shift_start', from, record: { from: 'out', source: 'shift', until: null, reason: 'shift_start' } }], app.clock.now())).toEqual([]);
     expect(await readPresence(db.sql, e.id)).toMatchObject({ presence_seen: 'out', presence_override: 'out' });
     // A broadcast `in` that arrives late is re-checked against the row before any digest.
     await app.services.presence.onWakeup({ endpointId: e.id, change: 'in' });

@@ -5,12 +5,14 @@ import type { Sql } from '../db/connect.ts';
 import type { Logger } from '../lib/log.ts';
 import { SessionRegistry } from '../sessions/registry.ts';
 import {
+  changeReason,
   effective,
   overrideEndsAtShiftStart,
   untilOnWire,
   type EffectivePresence,
   type Presence,
   type PresenceInputs,
+  type PresenceWriteKind,
 } from '../domain/presence/index.ts';
 import {
   claimPresenceTransitions,
@@ -173,7 +175,7 @@ export class PresenceService {
     const write = await writeOverride(this.sql, endpointId, o, { by: actorLabel(by), at });
     if (!write) return false;
     logPresenceWrite(this.log, 'override', write, by, at);
-    await this.#afterWrite(endpointId, by);
+    await this.#afterWrite(endpointId, by, 'override');
     return true;
   }
 
@@ -183,13 +185,13 @@ export class PresenceService {
     const write = await writeShift(this.sql, endpointId, canonical, { by: actorLabel(by), at });
     if (!write) return false;
     logPresenceWrite(this.log, 'shift', write, by, at);
-    await this.#afterWrite(endpointId, by);
+    await this.#afterWrite(endpointId, by, 'shift');
     return true;
   }
 
-  async #afterWrite(endpointId: string, by: PresenceActor): Promise<void> {
+  async #afterWrite(endpointId: string, by: PresenceActor, write: Exclude<PresenceWriteKind, null>): Promise<void> {
     // Claim before this instance's cache sees the new inputs, so the claim records who wrote them.
-    await this.evaluate({ endpointId, by });
+    await this.evaluate({ endpointId, by, write });
     await notifyPresenceWritten(this.sql, endpointId);
   }
 
@@ -219,9 +221,10 @@ export class PresenceService {
    * from presence_seen is advanced by one conditional update (applied only while its override and
    * shift are those it was computed from), and only the instance whose update changed the row logs
    * it, broadcasts it and sends its own sessions the digest. Runs every 30 s, right after a
-   * presence write, and whenever a delivery decision finds a transition unclaimed.
+   * presence write, and whenever a delivery decision finds a transition unclaimed. The claim also
+   * writes the transition's presence history row (with `write`, what the writer `by` wrote).
    */
-  async evaluate(opts: { endpointId?: string; by?: PresenceActor } = {}): Promise<number> {
+  async evaluate(opts: { endpointId?: string; by?: PresenceActor; write?: PresenceWriteKind } = {}): Promise<number> {
     const now = this.clock.now();
     const rows = opts.endpointId ? [await readPresence(this.sql, opts.endpointId)].filter((r) => r !== null) : await presenceWatchlistUnscoped(this.sql);
     const wanted: { row: PresenceRow; eff: EffectivePresence; transition: PresenceTransition }[] = [];
@@ -240,7 +243,13 @@ export class PresenceService {
       const by = opts.by ?? causeOf(eff, row.override_by);
       const reason = digestReason(by, overrideEnded && !overrideEndsAtShiftStart(inputs));
       const from = { override: row.presence_override, overrideSetAt: row.override_set_at, shift: row.shift };
-      wanted.push({ row, eff, transition: { endpointId: row.id, to: eff.presence, by: actorLabel(by), reason, from, clearOverride: overrideEnded } });
+      const record = {
+        from: row.presence_seen,
+        source: eff.source,
+        until: eff.until,
+        reason: changeReason({ to: eff.presence, by, write: opts.by ? (opts.write ?? null) : null, inputs, overrideEnded }),
+      };
+      wanted.push({ row, eff, transition: { endpointId: row.id, to: eff.presence, by: actorLabel(by), reason, from, clearOverride: overrideEnded, record } });
     }
     // Marked as this instance's own before anyone awaiting the claim resumes, so its own broadcast is skipped.
     const claiming = claimPresenceTransitions(this.sql, wanted.map((w) => w.transition), now).then((won) => {

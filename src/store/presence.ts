@@ -1,4 +1,5 @@
 import type { Sql } from '../db/connect.ts';
+import type { Presence, PresenceChangeReason, PresenceSource } from '../domain/presence/index.ts';
 import { notify, presenceNotifyPerRow } from './channels.ts';
 
 /** The stored presence columns of one endpoint, as the pure presence package reads them. */
@@ -126,6 +127,11 @@ export interface PresenceTransition {
    * the claim, another instance could read the row in between and take the return for a shift start.
    */
   clearOverride?: boolean;
+  /**
+   * The presence history row the claim writes in the same statement (issue 39): the presence it
+   * leaves, what decides from now on, until when, and why. Only a won claim writes one.
+   */
+  record: { from: Presence; source: PresenceSource; until: Date | null; reason: PresenceChangeReason };
 }
 
 /**
@@ -133,7 +139,8 @@ export interface PresenceTransition {
  * differs and its override and shift are still those the transition was computed from (a write in
  * between makes the claim stale), so across instances and restarts exactly one caller claims each
  * transition. Only the claimed rows are returned, and only they are broadcast on
- * `endpoint_presence` (at commit).
+ * `endpoint_presence` (at commit) and recorded in presence_history (the one place a change of
+ * effective presence is written down, for writes and for time alike).
  */
 export async function claimPresenceTransitions(sql: Sql, changes: readonly PresenceTransition[], now: Date): Promise<PresenceTransition[]> {
   if (changes.length === 0) return [];
@@ -146,11 +153,16 @@ export async function claimPresenceTransitions(sql: Sql, changes: readonly Prese
     set_at: c.from.overrideSetAt?.toISOString() ?? null,
     shift: c.from.shift,
     clear_override: c.clearOverride ?? false,
+    from_presence: c.record.from,
+    source: c.record.source,
+    until: c.record.until?.toISOString() ?? null,
+    change_reason: c.record.reason,
   }));
   const rows = await sql<{ id: string }[]>`
     with wanted as (
       select * from jsonb_to_recordset(${sql.json(wanted)})
-        as w(id uuid, to_presence text, by_whom text, reason text, override text, set_at timestamptz, shift text, clear_override boolean)
+        as w(id uuid, to_presence text, by_whom text, reason text, override text, set_at timestamptz, shift text, clear_override boolean,
+          from_presence text, source text, until timestamptz, change_reason text)
     ), claimed as (
       update endpoints e set presence_seen = w.to_presence, presence_changed_at = ${now}, presence_changed_by = w.by_whom,
         presence_change_reason = w.reason,
@@ -164,6 +176,10 @@ export async function claimPresenceTransitions(sql: Sql, changes: readonly Prese
         and e.override_set_at is not distinct from w.set_at
         and e.shift is not distinct from w.shift
       returning e.id, w.to_presence as to
+    ), recorded as (
+      insert into presence_history (endpoint_id, at, from_presence, to_presence, source, changed_by, reason, until)
+      select w.id, ${now}, w.from_presence, w.to_presence, w.source, w.by_whom, w.change_reason, w.until
+      from claimed c join wanted w on w.id = c.id
     )
     select c.id, ${presenceNotifyPerRow(sql, 'c.id', 'c.to')} from claimed c`;
   const won = new Set(rows.map((r) => r.id));

@@ -6,3 +6,4 @@ export { CLOCK_IN_DEFAULT_MS, CLOCK_IN_MAX_MS, parseClockInDuration } from './du
 export { effective, overrideEnd, overrideEndsAtShiftStart, untilOnWire, type EffectivePresence, type Presence, type PresenceInputs, type PresenceSource } from './effective.ts';
 export { CLEARED_OVERRIDE, planClockIn, planClockOut, planOperatorClear, planOperatorSet, type OverrideWrite } from './plan.ts';
 export { BOUNDARY_LOOKAHEAD_MS, DAY_NAMES, isInShift, nextShiftBoundary, parseShift, type Shift, type ShiftWindow, type Weekday } from './shift.ts';
+export { changeReason, PRESENCE_CHANGE_REASONS, type PresenceChangeReason, type PresenceWriteKind } from './change.ts';

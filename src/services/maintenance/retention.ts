@@ -3,6 +3,7 @@ import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../lib/log.ts';
 import { deleteFinishedTodosUnscoped, deleteOldReplayKeysUnscoped, deleteOrphanEventsUnscoped } from '../../store/retention.ts';
 import { deleteExpiredOAuthRowsUnscoped } from '../../store/oauth/index.ts';
+import { deleteOldPresenceHistoryUnscoped, PRESENCE_HISTORY_KEEP_MS } from '../../store/presence-history/index.ts';
 import type { MaintenanceLoop } from './loop.ts';
 
 export const RETENTION_INTERVAL_MS = 10 * 60_000;
@@ -32,6 +33,8 @@ export interface RetentionPass {
   replayKeys: number;
   /** OAuth tokens, codes and revoked grants past the window (the largest of the three counts per batch). */
   oauth: number;
+  /** Presence history rows older than 30 days (whatever the retention). */
+  presenceHistory: number;
   /** True when a kind still had a full batch at the tick's end (more is waiting). */
   more: boolean;
 }
@@ -39,14 +42,15 @@ export interface RetentionPass {
 /**
  * One retention pass: finished todos (done, or failed with no retry left) last changed before
  * now - retention and their events, then events no todo points at, then replay keys, then OAuth
- * tokens, codes and revoked grants past the same window; each in
+ * tokens, codes and revoked grants past the same window, then presence history older than 30
+ * days (its own window, whatever the retention); each in
  * batches until a batch comes back short or the tick's budget is spent. Safe on every instance.
  * Ring records and self-test reports are not retention's: they are kept 7 days (SPEC-0025).
  */
 export async function retentionPass(deps: RetentionDeps): Promise<RetentionPass> {
   const { sql, clock, log, retentionMs, batch = RETENTION_BATCH, batchesPerTick = RETENTION_BATCHES_PER_TICK } = deps;
   const cutoff = new Date(clock.now().getTime() - retentionMs);
-  const out: RetentionPass = { todos: 0, events: 0, replayKeys: 0, oauth: 0, more: false };
+  const out: RetentionPass = { todos: 0, events: 0, replayKeys: 0, oauth: 0, presenceHistory: 0, more: false };
   const drain = async (step: () => Promise<number>): Promise<void> => {
     for (let i = 0; i < batchesPerTick; i++) {
       const n = await step();
@@ -75,7 +79,13 @@ export async function retentionPass(deps: RetentionDeps): Promise<RetentionPass>
     out.oauth += n;
     return n;
   });
-  if (out.todos || out.events || out.replayKeys || out.oauth) log.info({ ...out, cutoff: cutoff.toISOString() }, 'retention pass');
+  const presenceCutoff = new Date(clock.now().getTime() - PRESENCE_HISTORY_KEEP_MS);
+  await drain(async () => {
+    const n = await deleteOldPresenceHistoryUnscoped(sql, presenceCutoff, batch);
+    out.presenceHistory += n;
+    return n;
+  });
+  if (out.todos || out.events || out.replayKeys || out.oauth || out.presenceHistory) log.info({ ...out, cutoff: cutoff.toISOString() }, 'retention pass');
   return out;
 }
 

@@ -1,0 +1,15 @@
+import type { Sql } from '../../db/connect.ts';
+
+/** How long presence history is kept (issue 39), whatever SWITCHBOARD_RETENTION says. */
+export const PRESENCE_HISTORY_KEEP_MS = 30 * 24 * 3_600_000;
+
+/** Deletes up to `limit` presence changes, of any endpoint, claimed before `cutoff` (the retention loop). */
+export async function deleteOldPresenceHistoryUnscoped(sql: Sql, cutoff: Date, limit: number): Promise<number> {
+  const rows = await sql`
+    with doomed as materialized (
+      select id from presence_history where at < ${cutoff} order by at limit ${limit}
+    )
+    delete from presence_history ph using doomed where ph.id = doomed.id
+    returning 1`;
+  return rows.length;
+}
