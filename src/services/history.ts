@@ -1,5 +1,5 @@
 import { WINDOWS, waitQuantileMs, windowAt, type HistoryRange } from '../domain/history.ts';
-import { historyOf, pruneHistoryUnscoped, rollUpHoursUnscoped, snapshotDepthUnscoped, webhookDeliveriesOf, type HistoryRow } from '../store/history/index.ts';
+import { foldHistoryDeltasUnscoped, historyOf, pruneHistoryUnscoped, rollUpHoursUnscoped, snapshotDepthUnscoped, webhookDeliveriesOf, type HistoryRow } from '../store/history/index.ts';
 import type { ServiceBase } from './base.ts';
 
 /** One point of an endpoint's (or a queue's) history, as the API, the board's JSON and its tables show it. */
@@ -122,11 +122,13 @@ export class HistoryService {
   }
 
   /**
-   * One pass of the history loop: the depth of every queue now (into the minute that just ended),
-   * the hourly rollup of the last two hours, and pruning past the keep. Safe on every instance.
+   * One pass of the history loop: the triggers' deltas of closed minutes folded into their buckets,
+   * the depth of every queue now (into the minute that just ended), the hourly rollup of the last
+   * two hours, and pruning past the keep. Safe on every instance.
    */
   async maintain(batch = 10_000): Promise<{ depthRows: number; hourRows: number; pruned: number }> {
     const now = this.base.clock.now();
+    await foldHistoryDeltasUnscoped(this.base.sql, now);
     const depthRows = await snapshotDepthUnscoped(this.base.sql, now);
     const hourRows = await rollUpHoursUnscoped(this.base.sql, new Date(now.getTime() - 2 * 3600_000), now);
     const pruned = await pruneHistoryUnscoped(this.base.sql, now, batch);

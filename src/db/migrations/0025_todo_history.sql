@@ -2,9 +2,10 @@
 -- what happened to todos and doorbells. Written by statement-level triggers on the tables whose
 -- rows ARE the events (todos, doorbell_rings), so every path that changes them counts, exactly,
 -- in the same transaction, on every instance; bucketed by the rows' own timestamps (the
--- application's clock). Synthetic (self-test) todos and rings are excluded. A bucket row is split
--- in up to HISTORY_SHARDS rows by the writing connection, so concurrent writers to one endpoint
--- and queue do not queue on one row lock; reads add the shards up.
+-- application's clock). Synthetic (self-test) todos and rings are excluded. The triggers only
+-- append to todo_history_delta (no upsert, so no row lock that two writers to one queue could
+-- wait on, whatever their transactions hold open); the history loop folds closed minutes of
+-- deltas into todo_history, and reads add the deltas not folded yet.
 --   width 'm': one minute, kept 48 hours; width 'h': one hour, kept 30 days (rolled up from minutes).
 --   pending / claimed_depth: the depth at the bucket's end, snapshotted by the history loop.
 --   wait_hist: claim waits (created -> claimed) counted in 48 bins; bin i holds waits below
@@ -14,7 +15,6 @@ CREATE TABLE todo_history (
   bucket         timestamptz NOT NULL,
   endpoint_id    uuid NOT NULL REFERENCES endpoints (id) ON DELETE CASCADE,
   queue          text NOT NULL,
-  shard          smallint NOT NULL DEFAULT 0,
   created        integer NOT NULL DEFAULT 0,
   claimed        integer NOT NULL DEFAULT 0,
   completed      integer NOT NULL DEFAULT 0,
@@ -28,9 +28,29 @@ CREATE TABLE todo_history (
   heard_ack      integer NOT NULL DEFAULT 0,
   unheard        integer NOT NULL DEFAULT 0,
   digests        integer NOT NULL DEFAULT 0,
-  PRIMARY KEY (width, endpoint_id, bucket, queue, shard)
+  PRIMARY KEY (width, endpoint_id, bucket, queue)
 );
 CREATE INDEX todo_history_bucket_idx ON todo_history (width, bucket);
+
+-- What the triggers append: minute counts not folded into todo_history yet.
+CREATE TABLE todo_history_delta (
+  bucket       timestamptz NOT NULL,
+  endpoint_id  uuid NOT NULL REFERENCES endpoints (id) ON DELETE CASCADE,
+  queue        text NOT NULL,
+  created      integer NOT NULL DEFAULT 0,
+  claimed      integer NOT NULL DEFAULT 0,
+  completed    integer NOT NULL DEFAULT 0,
+  failed       integer NOT NULL DEFAULT 0,
+  dead         integer NOT NULL DEFAULT 0,
+  wait_hist    integer[],
+  rings_sent   integer NOT NULL DEFAULT 0,
+  heard_claim  integer NOT NULL DEFAULT 0,
+  heard_ack    integer NOT NULL DEFAULT 0,
+  unheard      integer NOT NULL DEFAULT 0,
+  digests      integer NOT NULL DEFAULT 0
+);
+CREATE INDEX todo_history_delta_endpoint_idx ON todo_history_delta (endpoint_id, bucket);
+CREATE INDEX todo_history_delta_bucket_idx ON todo_history_delta (bucket);
 
 -- Elementwise sum of two histograms (either may be null).
 CREATE FUNCTION history_hist_add(a integer[], b integer[]) RETURNS integer[]
@@ -50,40 +70,33 @@ LANGUAGE sql IMMUTABLE AS $$
   ) c ON c.i = b.i
 $$;
 
-CREATE FUNCTION history_shard() RETURNS smallint LANGUAGE sql VOLATILE AS $$ SELECT (pg_backend_pid() % 4)::smallint $$;
-
 CREATE FUNCTION todo_history_on_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO todo_history (width, bucket, endpoint_id, queue, shard, created)
-  SELECT 'm', date_trunc('minute', n.created_at), n.endpoint_id, n.queue, history_shard(), count(*)
+  INSERT INTO todo_history_delta (bucket, endpoint_id, queue, created)
+  SELECT date_trunc('minute', n.created_at), n.endpoint_id, n.queue, count(*)
   FROM new_rows n WHERE NOT n.synthetic
-  GROUP BY 2, 3, 4
-  ON CONFLICT (width, endpoint_id, bucket, queue, shard) DO UPDATE SET created = todo_history.created + excluded.created;
+  GROUP BY 1, 2, 3;
   RETURN NULL;
 END $$;
 
 CREATE FUNCTION todo_history_on_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   -- Claims, counted in the minute of the claim, with their wait since the todo was created.
-  INSERT INTO todo_history (width, bucket, endpoint_id, queue, shard, claimed, wait_hist)
-  SELECT 'm', date_trunc('minute', n.claimed_at), n.endpoint_id, n.queue, history_shard(), count(*),
+  INSERT INTO todo_history_delta (bucket, endpoint_id, queue, claimed, wait_hist)
+  SELECT date_trunc('minute', n.claimed_at), n.endpoint_id, n.queue, count(*),
          history_hist_of(array_agg((extract(epoch FROM (n.claimed_at - n.created_at)) * 1000)::double precision))
   FROM new_rows n JOIN old_rows o ON o.id = n.id
   WHERE NOT n.synthetic AND n.state = 'claimed' AND o.state <> 'claimed' AND n.claimed_at IS NOT NULL
-  GROUP BY 2, 3, 4
-  ON CONFLICT (width, endpoint_id, bucket, queue, shard) DO UPDATE
-    SET claimed = todo_history.claimed + excluded.claimed, wait_hist = history_hist_add(todo_history.wait_hist, excluded.wait_hist);
+  GROUP BY 1, 2, 3;
   -- Finishes: done, failed (each failure), and dead letters (failed with no retry left).
-  INSERT INTO todo_history (width, bucket, endpoint_id, queue, shard, completed, failed, dead)
-  SELECT 'm', date_trunc('minute', n.updated_at), n.endpoint_id, n.queue, history_shard(),
+  INSERT INTO todo_history_delta (bucket, endpoint_id, queue, completed, failed, dead)
+  SELECT date_trunc('minute', n.updated_at), n.endpoint_id, n.queue,
          count(*) FILTER (WHERE n.state = 'done'),
          count(*) FILTER (WHERE n.state = 'failed'),
          count(*) FILTER (WHERE n.state = 'failed' AND n.next_retry_at IS NULL)
   FROM new_rows n JOIN old_rows o ON o.id = n.id
   WHERE NOT n.synthetic AND n.state IN ('done', 'failed') AND o.state NOT IN ('done', 'failed')
-  GROUP BY 2, 3, 4
-  ON CONFLICT (width, endpoint_id, bucket, queue, shard) DO UPDATE
-    SET completed = todo_history.completed + excluded.completed, failed = todo_history.failed + excluded.failed, dead = todo_history.dead + excluded.dead;
+  GROUP BY 1, 2, 3;
   RETURN NULL;
 END $$;
 
@@ -96,30 +109,25 @@ CREATE TRIGGER todo_history_update AFTER UPDATE ON todos REFERENCING OLD TABLE A
 -- unheard are counted in the ring's own minute, so a bucket says how its rings fared.
 CREATE FUNCTION ring_history_on_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO todo_history (width, bucket, endpoint_id, queue, shard, rings_sent, digests)
-  SELECT 'm', date_trunc('minute', n.sent_at), n.endpoint_id, coalesce(n.queue, ''), history_shard(),
+  INSERT INTO todo_history_delta (bucket, endpoint_id, queue, rings_sent, digests)
+  SELECT date_trunc('minute', n.sent_at), n.endpoint_id, coalesce(n.queue, ''),
          count(*) FILTER (WHERE n.kind = 'todo'), count(*) FILTER (WHERE n.kind = 'digest')
   FROM new_rows n WHERE NOT n.synthetic AND n.kind IN ('todo', 'digest')
-  GROUP BY 2, 3, 4
-  ON CONFLICT (width, endpoint_id, bucket, queue, shard) DO UPDATE
-    SET rings_sent = todo_history.rings_sent + excluded.rings_sent, digests = todo_history.digests + excluded.digests;
+  GROUP BY 1, 2, 3;
   RETURN NULL;
 END $$;
 
 CREATE FUNCTION ring_history_on_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO todo_history (width, bucket, endpoint_id, queue, shard, heard_claim, heard_ack, unheard)
-  SELECT 'm', date_trunc('minute', n.sent_at), n.endpoint_id, coalesce(n.queue, ''), history_shard(),
+  INSERT INTO todo_history_delta (bucket, endpoint_id, queue, heard_claim, heard_ack, unheard)
+  SELECT date_trunc('minute', n.sent_at), n.endpoint_id, coalesce(n.queue, ''),
          count(*) FILTER (WHERE o.acked_at IS NULL AND n.acked_at IS NOT NULL AND n.ack_via = 'claim'),
          count(*) FILTER (WHERE o.acked_at IS NULL AND n.acked_at IS NOT NULL AND n.ack_via = 'ack'),
          count(*) FILTER (WHERE o.unheard_at IS NULL AND n.unheard_at IS NOT NULL)
   FROM new_rows n JOIN old_rows o ON o.ring_id = n.ring_id
   WHERE NOT n.synthetic AND n.kind IN ('todo', 'digest')
     AND ((o.acked_at IS NULL AND n.acked_at IS NOT NULL) OR (o.unheard_at IS NULL AND n.unheard_at IS NOT NULL))
-  GROUP BY 2, 3, 4
-  ON CONFLICT (width, endpoint_id, bucket, queue, shard) DO UPDATE
-    SET heard_claim = todo_history.heard_claim + excluded.heard_claim, heard_ack = todo_history.heard_ack + excluded.heard_ack,
-        unheard = todo_history.unheard + excluded.unheard;
+  GROUP BY 1, 2, 3;
   RETURN NULL;
 END $$;
 

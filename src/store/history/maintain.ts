@@ -16,18 +16,41 @@ const hourOf = (at: Date) => new Date(Math.floor(at.getTime() / 3600_000) * 3600
 export async function snapshotDepthUnscoped(sql: Sql, at: Date): Promise<number> {
   const bucket = new Date(minuteOf(at).getTime() - 60_000);
   const rows = await sql`
-    insert into todo_history (width, bucket, endpoint_id, queue, shard, pending, claimed_depth)
-    select 'm', ${bucket}, t.endpoint_id, t.queue, 0,
+    insert into todo_history (width, bucket, endpoint_id, queue, pending, claimed_depth)
+    select 'm', ${bucket}, t.endpoint_id, t.queue,
            count(*) filter (where t.state = 'pending')::int, count(*) filter (where t.state = 'claimed')::int
     from todos t where t.state in ('pending', 'claimed') and not t.synthetic
     group by t.endpoint_id, t.queue
-    on conflict (width, endpoint_id, bucket, queue, shard) do update
+    on conflict (width, endpoint_id, bucket, queue) do update
       set pending = excluded.pending, claimed_depth = excluded.claimed_depth`;
   return rows.count;
 }
 
 /**
- * Rolls the minute buckets of the hours from `since` to `at` up into hour buckets (replacing what
+ * Folds the triggers' deltas of minutes before `before` into the minute buckets, in one statement:
+ * the deltas it deletes are the ones it adds, so two instances folding at once count each once.
+ */
+export async function foldHistoryDeltasUnscoped(sql: Sql, before: Date): Promise<number> {
+  const rows = await sql`
+    with moved as (delete from todo_history_delta where bucket < ${minuteOf(before)} returning *)
+    insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, failed, dead,
+                              wait_hist, rings_sent, heard_claim, heard_ack, unheard, digests)
+    select 'm', bucket, endpoint_id, queue, sum(created), sum(claimed), sum(completed), sum(failed), sum(dead),
+           history_hist_sum(array_agg(wait_hist) filter (where wait_hist is not null)),
+           sum(rings_sent), sum(heard_claim), sum(heard_ack), sum(unheard), sum(digests)
+    from moved group by bucket, endpoint_id, queue
+    on conflict (width, endpoint_id, bucket, queue) do update set
+      created = todo_history.created + excluded.created, claimed = todo_history.claimed + excluded.claimed,
+      completed = todo_history.completed + excluded.completed, failed = todo_history.failed + excluded.failed,
+      dead = todo_history.dead + excluded.dead, wait_hist = history_hist_add(todo_history.wait_hist, excluded.wait_hist),
+      rings_sent = todo_history.rings_sent + excluded.rings_sent, heard_claim = todo_history.heard_claim + excluded.heard_claim,
+      heard_ack = todo_history.heard_ack + excluded.heard_ack, unheard = todo_history.unheard + excluded.unheard,
+      digests = todo_history.digests + excluded.digests`;
+  return rows.count;
+}
+
+/**
+ * Rolls the (folded) minute buckets of the hours from `since` to `at` up into hour buckets (replacing what
  * was there: the sums are recomputed, so running it twice changes nothing). The depth of an hour
  * is its last minute's snapshot.
  */
@@ -43,15 +66,15 @@ export async function rollUpHoursUnscoped(sql: Sql, since: Date, at: Date): Prom
       select endpoint_id, queue, hour, array_agg(wait_hist) filter (where wait_hist is not null) as hists
       from minutes group by 1, 2, 3
     )
-    insert into todo_history (width, bucket, endpoint_id, queue, shard, created, claimed, completed, failed, dead,
+    insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, failed, dead,
                               pending, claimed_depth, wait_hist, rings_sent, heard_claim, heard_ack, unheard, digests)
-    select 'h', m.hour, m.endpoint_id, m.queue, 0, sum(m.created), sum(m.claimed), sum(m.completed), sum(m.failed), sum(m.dead),
+    select 'h', m.hour, m.endpoint_id, m.queue, sum(m.created), sum(m.claimed), sum(m.completed), sum(m.failed), sum(m.dead),
            max(d.pending), max(d.claimed_depth),
            (select history_hist_sum(hi.hists) from hist hi where hi.endpoint_id = m.endpoint_id and hi.queue = m.queue and hi.hour = m.hour),
            sum(m.rings_sent), sum(m.heard_claim), sum(m.heard_ack), sum(m.unheard), sum(m.digests)
     from minutes m left join last_depth d on d.endpoint_id = m.endpoint_id and d.queue = m.queue and d.hour = m.hour
     group by m.hour, m.endpoint_id, m.queue
-    on conflict (width, endpoint_id, bucket, queue, shard) do update set
+    on conflict (width, endpoint_id, bucket, queue) do update set
       created = excluded.created, claimed = excluded.claimed, completed = excluded.completed, failed = excluded.failed,
       dead = excluded.dead, pending = excluded.pending, claimed_depth = excluded.claimed_depth, wait_hist = excluded.wait_hist,
       rings_sent = excluded.rings_sent, heard_claim = excluded.heard_claim, heard_ack = excluded.heard_ack,

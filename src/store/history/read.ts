@@ -44,10 +44,20 @@ export async function historyOf(
     with owned as (
       select e.id from endpoints e join agents a on a.id = e.agent_id
       where a.owner_human_id = ${humanId} and e.id = any(${sql.array([...endpointIds])}::uuid[])
-    ), rows as (
-      select to_timestamp(floor(extract(epoch from h.bucket) / ${w.stepSeconds}) * ${w.stepSeconds}) as point, h.*
+    ), buckets as (
+      select h.bucket, h.endpoint_id, h.queue, h.created, h.claimed, h.completed, h.failed, h.dead, h.pending, h.claimed_depth,
+             h.wait_hist, h.rings_sent, h.heard_claim, h.heard_ack, h.unheard, h.digests
       from todo_history h
       where h.width = ${w.width} and h.endpoint_id in (select id from owned) and h.bucket >= ${w.from} and h.bucket < ${w.to}
+      union all
+      -- Minutes the history loop has not folded yet (the current one, at least).
+      select d.bucket, d.endpoint_id, d.queue, d.created, d.claimed, d.completed, d.failed, d.dead, null, null,
+             d.wait_hist, d.rings_sent, d.heard_claim, d.heard_ack, d.unheard, d.digests
+      from todo_history_delta d
+      where d.endpoint_id in (select id from owned) and d.bucket >= ${w.from} and d.bucket < ${w.to}
+    ), rows as (
+      select to_timestamp(floor(extract(epoch from b.bucket) / ${w.stepSeconds}) * ${w.stepSeconds}) as point, b.*
+      from buckets b
     ), depth as (
       select distinct on (endpoint_id, queue, point) endpoint_id, queue, point, pending, claimed_depth
       from rows where pending is not null order by endpoint_id, queue, point, bucket desc
