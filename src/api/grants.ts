@@ -24,6 +24,23 @@ export function registerGrantRoutes(api: FastifyInstance, deps: { oauth: OAuthSe
     async (req) => ({ grants: (await deps.oauth.grants(req.human!.id, refOf(req))).map(grantView) }),
   );
 
+  api.get(
+    '/me/grants',
+    doc({ tag: 'account', summary: 'Your API grants: browser logins of the CLI (switchboard login) and any client acting as you', ok: { status: 200, description: '{grants}' }, response: grantListSchema }),
+    async (req) => ({ grants: (await deps.oauth.apiGrants(req.human!.id)).map(grantView) }),
+  );
+
+  api.delete(
+    '/me/grants/:id',
+    doc({ tag: 'account', summary: 'Revoke one of your API grants: its tokens stop working at once', ok: { status: 200, description: '{grant_id, revoked: true}' }, response: grantRevokedSchema }),
+    async (req) => {
+      const { id } = req.params as { id: string };
+      if (!isUuid(id)) throw notFound(`no grant ${id}`);
+      const revoked = await deps.oauth.revokeApiGrant(req.human!.id, id);
+      return { grant_id: revoked.id, revoked: true as const };
+    },
+  );
+
   api.delete(
     '/endpoints/:ref/grants/:id',
     doc({ tag: 'endpoints', summary: 'Revoke one OAuth grant: its tokens stop working at once', ok: { status: 200, description: '{grant_id, revoked: true}' }, response: grantRevokedSchema }),

@@ -44,6 +44,8 @@ describe('GET /api/v1/openapi.json', () => {
       [
         'GET /api/v1/me',
         'GET /api/v1/endpoints/{ref}/grants',
+        'GET /api/v1/me/grants',
+        'DELETE /api/v1/me/grants/{id}',
         'GET /api/v1/endpoints/{ref}/history',
         'DELETE /api/v1/endpoints/{ref}/grants/{id}',
         'GET /.well-known/oauth-authorization-server',

@@ -4,6 +4,7 @@ import type { Clock } from '../lib/clock.ts';
 import type { BoardReads } from '../services/board-reads.ts';
 import type { EndpointService } from '../services/endpoints.ts';
 import type { OperatorPresence } from '../services/presence-operator.ts';
+import type { PresenceHistory } from '../services/presence-history.ts';
 import type { SelfTests } from '../services/doorbell/self-tests.ts';
 import { classifyAndLog } from '../web/errors.ts';
 import type { AuthFailures } from '../web/auth-failures.ts';
@@ -51,6 +52,8 @@ export interface BoardDeps {
   sessionsOf: (endpointIds: readonly string[]) => Promise<Map<string, SessionInfo[]>>;
   endpoints: EndpointService;
   operatorPresence: OperatorPresence;
+  /** Each endpoint's presence changes (its page's "Presence this week"). */
+  presenceHistory: PresenceHistory;
   boardReads: BoardReads;
   selfTests: SelfTests;
   webhooks: Webhooks;

@@ -68,3 +68,19 @@ describe('switchboard endpoint grants / revoke-grant', () => {
     expect(again.err).toContain('no live grant');
   });
 });
+
+describe('switchboard auth grants / revoke-grant', () => {
+  it('lists the human\'s API grants (browser logins) and revokes one; endpoint grants are not among them', async () => {
+    expect((await run(['auth', 'grants'])).out).toBe('No API grants (logins with a token do not make one).\n');
+    const client = await registerClient(db.sql, { client_name: 'switchboard CLI', redirect_uris: ['http://127.0.0.1:2/callback'] }, app.clock.now());
+    const grantId = await createGrantWithCode(
+      db.sql,
+      { clientId: client.client_id, humanId: owner.id, endpointId: null, resource: `${app.baseUrl}/api`, code: { plaintext: 'sbc_api', redirectUri: 'http://127.0.0.1:2/callback', challenge: 'y'.repeat(43), expiresAt: app.clock.now() } },
+      app.clock.now(),
+    );
+    const listed = await run(['auth', 'grants']);
+    expect(listed.out).toMatch(new RegExp(`^GRANT\\s+CLIENT\\s+GRANTED\\s+LAST USED\\n${grantId}\\s+switchboard CLI\\s+\\S+\\s+never\\n$`));
+    expect(await run(['auth', 'revoke-grant', grantId])).toMatchObject({ code: 0, out: `Revoked API grant ${grantId}.\n` });
+    expect((await run(['auth', 'grants', '--json'])).out).toBe(`${JSON.stringify({ grants: [] }, null, 2)}\n`);
+  });
+});

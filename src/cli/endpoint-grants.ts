@@ -1,7 +1,35 @@
 import type { Command } from 'commander';
 import type { GrantRevoked, GrantView } from '../api/wire.ts';
-import type { ApiClient } from './client.ts';
+import { ApiClient } from './client.ts';
+import type { CliContext } from './context.ts';
+import { loadCredentials } from './credentials.ts';
 import { CliError, printJson, printTable, type Io } from './output.ts';
+
+/** `auth grants` and `auth revoke-grant`: the human's API grants (browser logins of this CLI, on any machine). */
+export function registerApiGrantCommands(auth: Command, ctx: CliContext): void {
+  const api = async () => new ApiClient(await loadCredentials(ctx.env));
+  auth
+    .command('grants')
+    .description('your API grants: each browser login (switchboard login --url URL) and any other client acting as you')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const { grants } = await (await api()).get<{ grants: GrantView[] }>('/me/grants');
+      if (opts.json) return printJson(ctx.io, { grants });
+      if (grants.length === 0) return ctx.io.out('No API grants (logins with a token do not make one).\n');
+      printTable(ctx.io, ['GRANT', 'CLIENT', 'GRANTED', 'LAST USED'], grants.map((g) => [g.id, g.client_name, g.created_at, g.last_used_at ?? 'never']));
+    });
+  auth
+    .command('revoke-grant')
+    .description('revoke one of your API grants: a browser login on a lost laptop stops working at once')
+    .argument('<grant>', 'grant id (from switchboard auth grants)')
+    .option('--json', 'print JSON')
+    .action(async (grant: string, opts: { json?: boolean }) => {
+      if (!/^[0-9a-f-]{36}$/i.test(grant)) throw new CliError(`grant: ${JSON.stringify(grant)} is not a grant id; list them with: switchboard auth grants`);
+      const r = (await (await api()).request<GrantRevoked>('DELETE', `/me/grants/${grant}`)).body;
+      if (opts.json) return printJson(ctx.io, r);
+      ctx.io.out(`Revoked API grant ${r.grant_id}.\n`);
+    });
+}
 
 /** `endpoint grants` and `endpoint revoke-grant`: the OAuth clients connected to an endpoint by URL alone. */
 export function registerGrantCommands(endpoint: Command, ctx: { io: Io }, apiClient: (opts: { endpointRef: string }) => Promise<ApiClient>): void {

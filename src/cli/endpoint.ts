@@ -9,6 +9,7 @@ import type { CliContext } from './context.ts';
 import { loadCredentials } from './credentials.ts';
 import { CliError, printJson, printTable, usageError, type Io } from './output.ts';
 import { registerGrantCommands } from './endpoint-grants.ts';
+import { showPresenceHistory } from './presence-history.ts';
 
 /**
  * An endpoint's presence as the CLI reports it: none for a revoked endpoint, which is never rung
@@ -150,12 +151,18 @@ export function registerEndpointCommands(program: Command, ctx: CliContext): voi
 
   endpoint
     .command('presence')
-    .description("show an endpoint's presence: in or out, what decides it, until when, its shift and pending count")
+    .description("show an endpoint's presence: in or out, what decides it, until when, its shift and pending count; or its changes (--history)")
     .argument('<ref>', 'endpoint slug or id')
     .option('--clear', 'clear any clock-in or clock-out override, so the shift (or the default, in) decides')
+    .option('--history', 'list its presence changes, newest first (kept 30 days)')
+    .option('--since <time>', 'with --history: from an RFC 3339 time or a duration ago like 48h (default: 7 days ago)')
+    .option('--limit <n>', 'with --history: at most this many changes (default 200, at most 1000)')
     .option('--json', 'print JSON')
-    .action(async (ref: string, opts: { clear?: boolean; json?: boolean }) => {
-      const api = await apiClient(ctx, { endpointRef: ref });
+    .action(async (ref: string, opts: { clear?: boolean; history?: boolean; since?: string; limit?: string; json?: boolean }) => {
+      if (opts.history && opts.clear) throw usageError('give --history or --clear (not both)');
+      if (!opts.history && (opts.since !== undefined || opts.limit !== undefined)) throw usageError('--since and --limit go with --history');
+      const api = await apiClient(ctx, { endpointRef: ref, flags: { since: '--since', limit: '--limit' } });
+      if (opts.history) return showPresenceHistory(ctx.io, api, ref, opts);
       const path = `/endpoints/${encodeURIComponent(ref)}/presence`;
       const p = opts.clear ? (await api.request<PresenceView>('DELETE', path)).body : await api.get<PresenceView>(path);
       if (opts.json) printJson(ctx.io, p);

@@ -7,6 +7,7 @@ import { credentialsPath, loadCredentials, removeCredentials, saveCredentials } 
 import { browserLogin } from './login-browser.ts';
 import { CliError, printJson, usageError } from './output.ts';
 import { normalizeServerUrl } from './server-url.ts';
+import { registerApiGrantCommands } from './endpoint-grants.ts';
 
 /** The token `login` was given: `--token`, or (`--with-token`) the first line of stdin. */
 async function tokenArgument(ctx: CliContext, opts: { token?: string; withToken?: boolean }): Promise<string> {
@@ -62,9 +63,9 @@ in with --with-token instead.`,
       ctx.io.out(removed ? 'Logged out.\n' : 'Not logged in.\n');
     });
 
-  program
-    .command('auth')
-    .description('the credentials this CLI uses')
+  const auth = program.command('auth').description('the credentials this CLI uses');
+  registerApiGrantCommands(auth, ctx);
+  auth
     .command('status')
     .description('which server, which human, and where the URL and token come from; exits 1 when not logged in or the token is refused')
     .option('--json', 'print JSON')

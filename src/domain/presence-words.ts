@@ -1,3 +1,4 @@
+import type { PresenceChangeReason } from './presence/change.ts';
 import type { Presence, PresenceSource } from './presence/effective.ts';
 
 /**
@@ -28,3 +29,14 @@ export function presenceReason(p: { presence: Presence; source: PresenceSource }
 
 /** `in (shift)`: the presence and its source, as the CLI and the board print them. */
 export const presenceWithSource = (p: { presence: Presence; source: PresenceSource }): string => `${p.presence} (${p.source})`;
+
+/** Why a presence changed (presence history), in a few words for the board. */
+export const CHANGE_REASON_WORDS: Record<PresenceChangeReason, string> = {
+  clock_in: 'its agent clocked in',
+  clock_out: 'its agent clocked out',
+  operator: 'a human clocked it',
+  shift_edit: 'a human changed the shift',
+  shift_start: 'the shift started',
+  shift_end: 'the shift ended',
+  override_end: 'a clock-in or clock-out ran out',
+};

@@ -4,6 +4,7 @@ import { getHumanById } from '../store/humans.ts';
 import { activeEndpointAtUnscoped, resolveOwnEndpoint, type Endpoint } from '../store/endpoints.ts';
 import {
   AUTHORIZATION_CODE_PREFIX,
+  apiGrantsOf,
   createGrantWithCode,
   endpointGrants,
   endpointGrantsOfEach,
@@ -228,6 +229,20 @@ export class OAuthServer {
   async grants(humanId: string, ref: string): Promise<OAuthGrant[]> {
     const endpoint = await resolveOwnEndpoint(this.base.sql, humanId, ref);
     return endpointGrants(this.base.sql, endpoint.id);
+  }
+
+  /** The human's live API grants: the CLI's browser logins and any client acting as them. */
+  apiGrants(humanId: string): Promise<OAuthGrant[]> {
+    return apiGrantsOf(this.base.sql, humanId);
+  }
+
+  /** Revokes one of the human's API grants (a CLI login elsewhere, say). */
+  async revokeApiGrant(humanId: string, grantId: string): Promise<OAuthGrant> {
+    const grant = (await apiGrantsOf(this.base.sql, humanId)).find((g) => g.id === grantId);
+    if (!grant) throw notFound(`you have no live API grant ${grantId}`);
+    await revokeGrant(this.base.sql, grant.id, 'revoked by its human', this.base.clock.now());
+    audit(this.base.log, 'oauth.revoke_grant', operatorActor(humanId), { grant_id: grant.id, endpoint_id: null });
+    return grant;
   }
 
   /** The live grants of each of the human's endpoints (the board's cards). */

@@ -10,6 +10,7 @@ import type { BoardReads } from '../../services/board-reads.ts';
 import type { SelfTests } from '../../services/doorbell/self-tests.ts';
 import { ownerOf, type Endpoint, type EndpointService } from '../../services/endpoints.ts';
 import type { OperatorPresence } from '../../services/presence-operator.ts';
+import { presenceWeek, type PresenceHistory } from '../../services/presence-history.ts';
 import { inputsOf } from '../../services/presence.ts';
 import type { Webhooks } from '../../services/webhooks.ts';
 import { HTTP_STATUS } from '../../web/errors.ts';
@@ -41,6 +42,8 @@ export interface EndpointRouteDeps {
   sessionsOf: (endpointIds: readonly string[]) => Promise<Map<string, SessionInfo[]>>;
   endpoints: EndpointService;
   operatorPresence: OperatorPresence;
+  /** The endpoint page's "Presence this week". */
+  presenceHistory: Pick<PresenceHistory, 'between'>;
   reads: Pick<BoardReads, 'latestSelfTests' | 'endpointCounts'>;
   selfTests: SelfTests;
   webhooks: Webhooks;
@@ -86,13 +89,20 @@ export function endpointRenderer(deps: EndpointRouteDeps) {
       const r = await deps.selfTests.report(e.id, latest.test_id);
       report = { ...r, started_at: latest.created_at };
     }
-    const [[card], webhooks, events, hooks] = await Promise.all([cardsOf(s.human.id, [e]), deps.webhooks.list(e.id), deps.webhooks.events(e.id, 5), deps.hooks.list(e.id)]);
+    const [[card], webhooks, events, hooks, week] = await Promise.all([
+      cardsOf(s.human.id, [e]),
+      deps.webhooks.list(e.id),
+      deps.webhooks.events(e.id, 5),
+      deps.hooks.list(e.id),
+      deps.presenceHistory.between(s.human.id, e.id, presenceWeek(now())),
+    ]);
     const page = endpointPage(s, card!, now(), {
       report,
       reportError: opts.reportError,
       webhooks,
       events,
       hooks,
+      presenceWeek: week,
       errs: opts.errs,
       forms: opts.forms,
       live: status === 200 && !opts.errs && !opts.reportError && !opts.forms,

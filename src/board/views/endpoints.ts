@@ -14,6 +14,7 @@ import { pushSection, type PushForm } from './push.ts';
 import { presenceReason } from '../../domain/presence-words.ts';
 import { RING_CHOICE_WORDS, type RingChoiceReason } from '../../domain/doorbell-choice.ts';
 import { grantsFacts, type GrantSummary } from './grants.ts';
+import { presenceWeekSection, type PresenceWeek } from './presence-history.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Endpoint card
@@ -280,6 +281,8 @@ export function endpointPage(
     webhooks: WebhookView[];
     events: EventSummary[];
     hooks: { hooks: HookView[]; ceiling: { max: number; used: number } };
+    /** Its presence changes over the last 7 days, newest first. */
+    presenceWeek: PresenceWeek;
     errs?: CardErrors;
     forms?: EndpointForms;
     live: boolean;
@@ -291,6 +294,7 @@ export function endpointPage(
     { title: e.agent_name, session: s, liveUrl: extra.live ? path('/endpoints', e.id) : undefined, nav: 'endpoints' },
     html`<p class="crumbs"><a href="/">Endpoints</a> / <code>${e.slug}</code></p>
 ${card(c, s, now, extra.errs ?? {})}
+${presenceWeekSection(extra.presenceWeek)}
 ${e.state === 'active' ? pushSection(e, s, forms.push) : ''}
 ${reportSection(e, s, extra.report, extra.reportError)}
 ${webhooksSection(e, s, extra.webhooks, extra.events, forms.webhook)}
