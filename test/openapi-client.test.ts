@@ -42,6 +42,7 @@ const AGREEMENTS: Record<string, [string, 'get' | 'post' | 'put' | 'delete', num
     ['/api/v1/endpoints/{ref}/presence', 'delete', 200],
     ['/api/v1/endpoints/{ref}/shift', 'put', 200],
   ],
+  PresenceHistory: [['/api/v1/endpoints/{ref}/presence/history', 'get', 200]],
   DoorbellTestStarted: [['/api/v1/endpoints/{ref}/doorbell-tests', 'post', 201]],
   DoorbellTestReport: [['/api/v1/endpoints/{ref}/doorbell-tests/{test_id}', 'get', 200]],
   WebhookList: [['/api/v1/endpoints/{ref}/webhooks', 'get', 200]],
