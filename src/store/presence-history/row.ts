@@ -13,23 +13,24 @@ export interface PresenceChangeRow {
   source: PresenceSource;
   /** `agent`, `operator:<human id>` or `shift`, as stored. */
   by: string;
-  /** The operator's handle when `by` names a human who still exists; null otherwise. */
+  /** The operator's handle when `by` names the endpoint's owner (only an owner writes presence); null otherwise. */
   by_handle: string | null;
   reason: PresenceChangeReason;
   until: Date | null;
 }
 
-/** The columns of a PresenceChangeRow, from presence_history `ph` with the operator's handle from `h`. */
+/** The columns of a PresenceChangeRow, from presence_history `ph` and the endpoint's owner `h`. */
 export const changeColumns = (sql: Sql) => sql`
-  ph.at, ph.from_presence as "from", ph.to_presence as "to", ph.source, ph.changed_by as "by", h.handle as by_handle, ph.reason, ph.until`;
+  ph.at, ph.from_presence as "from", ph.to_presence as "to", ph.source, ph.changed_by as "by",
+  case when ph.changed_by = 'operator:' || h.id::text then h.handle end as by_handle, ph.reason, ph.until`;
 
 /**
- * presence_history `ph` of one endpoint, joined to the endpoint's owner so the statement itself
- * refuses another human's endpoint (answering nothing), and to the human an operator's `by` names.
+ * presence_history `ph` of one endpoint, joined to the endpoint's owner `h` so the statement itself
+ * refuses another human's endpoint (answering nothing) and names no other human.
  */
 export const ownedHistory = (sql: Sql, humanId: string, endpointId: string) => sql`
   presence_history ph
   join endpoints e on e.id = ph.endpoint_id
   join agents a on a.id = e.agent_id and a.owner_human_id = ${humanId}
-  left join humans h on ph.changed_by like 'operator:%' and h.id::text = substr(ph.changed_by, 10)
+  join humans h on h.id = a.owner_human_id
   where ph.endpoint_id = ${endpointId}`;
