@@ -76,8 +76,10 @@ export async function historyOf(
 
 /**
  * Deliveries per point and outcome of one of the human's webhooks (the events it recorded):
- * `refused` (not verified), else routing's disposition (`routed` made a todo, `dropped`, `repeat`,
- * `faulted`, `recorded`: nothing to route, such as a ping).
+ * routing's disposition (`routed` made a todo, `dropped`, `repeat`, `faulted`, `recorded`: nothing
+ * to route, such as a ping). A refused delivery (bad signature, bad body) is never recorded, so it
+ * is not here (switchboard_webhook_deliveries_total{verdict="rejected"} counts it); `verified` is
+ * false for every delivery to a generic webhook (trusted by its URL), so it says nothing of a refusal.
  */
 export async function webhookDeliveriesOf(
   sql: Sql,
@@ -87,7 +89,7 @@ export async function webhookDeliveriesOf(
 ): Promise<{ bucket: Date; outcome: string; n: number }[]> {
   return sql<{ bucket: Date; outcome: string; n: number }[]>`
     select to_timestamp(floor(extract(epoch from ev.received_at) / ${w.stepSeconds}) * ${w.stepSeconds}) as bucket,
-           case when not ev.verified then 'refused' else coalesce(ev.disposition, 'routed') end as outcome,
+           coalesce(ev.disposition, 'routed') as outcome,
            count(*)::int as n
     from events ev
     join webhooks wh on wh.id = ev.webhook_id
