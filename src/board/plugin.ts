@@ -23,7 +23,7 @@ import type { Humans } from '../services/humans.ts';
 import { boardSession, rememberReturnTo, clearSessionCookie, readCookie, sessionCookieName } from './auth.ts';
 import type { OidcLogin } from './oidc.ts';
 import { csrfValid } from './csrf.ts';
-import { HTMX_ASSET, messagePage } from './pages.ts';
+import { HTMX_ASSET, UPLOT_ASSET, UPLOT_CSS_ASSET, messagePage } from './pages.ts';
 import { BoardEvents } from './sse.ts';
 import { field, formOf, parseForm } from './form.ts';
 import { endpointRenderer, registerEndpointRoutes } from './routes/endpoints.ts';
@@ -34,6 +34,8 @@ import { registerSignInRoutes } from './routes/sign-in.ts';
 import { registerConsentRoutes } from './routes/oauth-consent.ts';
 import { BOARD_CSP } from './csp.ts';
 import { registerTodoRoutes, todoRenderer } from './routes/todos.ts';
+import { registerChartRoutes } from './routes/charts.ts';
+import type { HistoryService } from '../services/history.ts';
 import { CONNECT_GUIDE_PATH } from '../domain/guides.ts';
 import { guidePage } from './views/docs.ts';
 
@@ -69,6 +71,8 @@ export interface BoardDeps {
   authFailures: AuthFailures;
   /** The OAuth authorization server: the consent page, and the grants on an endpoint's page. */
   oauth: OAuthServer;
+  /** Queue history: the charts and their tables. */
+  history: HistoryService;
 }
 
 declare module 'fastify' {
@@ -77,6 +81,8 @@ declare module 'fastify' {
     boardPublic?: boolean;
     /** Static files: no session lookup at all. */
     boardStatic?: boolean;
+    /** A JSON route of the board (the charts' data): refusals are JSON, never a redirect to sign-in. */
+    boardJson?: boolean;
   }
 }
 
@@ -104,6 +110,9 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
   const css = asset('board.css');
   const js = asset('board.js');
   const htmx = asset(`vendor/${HTMX_ASSET}`);
+  const charts = asset('charts.js');
+  const uplot = asset(`vendor/${UPLOT_ASSET}`);
+  const uplotCss = asset(`vendor/${UPLOT_CSS_ASSET}`);
   const connectGuide = guidePage(readFileSync(new URL('../../docs/connect.md', import.meta.url), 'utf8'));
 
   // Open event streams would hold the HTTP server open: end them before it closes.
@@ -122,7 +131,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
         const attempt = await deps.authFailures.attempt(req.ip, () => humans.findWebSession(token));
         if ('retryAfter' in attempt) {
           reply.header('retry-after', String(attempt.retryAfter));
-          if (req.routeOptions.url === '/events') return reply.code(429).type('text/plain; charset=utf-8').send('too many failed sign-ins\n');
+          if (req.routeOptions.url === '/events' || req.routeOptions.config.boardJson) return reply.code(429).type('text/plain; charset=utf-8').send('too many failed sign-ins\n');
           return sendPage(reply, 429, messagePage({ title: 'Slow down' }, 'Too many failed sign-ins', `Retry in ${attempt.retryAfter} s.`));
         }
         const found = attempt.value;
@@ -132,7 +141,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
       }
       if (req.boardSession || req.routeOptions.config.boardPublic) return;
       if (req.method === 'GET' || req.method === 'HEAD') {
-        if (req.routeOptions.url === '/events') return reply.code(401).type('text/plain; charset=utf-8').send('sign in first\n');
+        if (req.routeOptions.url === '/events' || req.routeOptions.config.boardJson) return reply.code(401).type('text/plain; charset=utf-8').send('sign in first\n');
         // An OAuth client's consent request comes back after the sign-in, not to the front page.
         rememberReturnTo(reply, req.url, secure());
         return reply.redirect('/login', 303);
@@ -166,9 +175,13 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     board.get('/static/board.js', staticRoute, async (_req, reply) =>
       reply.type('text/javascript; charset=utf-8').header('cache-control', 'no-cache').send(js),
     );
-    board.get(`/static/${HTMX_ASSET}`, staticRoute, async (_req, reply) =>
-      reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=31536000, immutable').send(htmx),
+    board.get('/static/charts.js', staticRoute, async (_req, reply) =>
+      reply.type('text/javascript; charset=utf-8').header('cache-control', 'no-cache').send(charts),
     );
+    const immutable = 'public, max-age=31536000, immutable';
+    board.get(`/static/${HTMX_ASSET}`, staticRoute, async (_req, reply) => reply.type('text/javascript; charset=utf-8').header('cache-control', immutable).send(htmx));
+    board.get(`/static/${UPLOT_ASSET}`, staticRoute, async (_req, reply) => reply.type('text/javascript; charset=utf-8').header('cache-control', immutable).send(uplot));
+    board.get(`/static/${UPLOT_CSS_ASSET}`, staticRoute, async (_req, reply) => reply.type('text/css; charset=utf-8').header('cache-control', immutable).send(uplotCss));
 
     // The connect guide is public: self-test hints link it for people who are not signed in.
     board.get(CONNECT_GUIDE_PATH, staticRoute, async (_req, reply) =>
@@ -184,6 +197,7 @@ export function registerBoard(app: FastifyInstance, deps: BoardDeps): void {
     registerRoutingRoutes(board, pages);
     registerConsentRoutes(board, pages);
     registerTodoRoutes(board, pages);
+    registerChartRoutes(board, pages);
     registerTodoActionRoutes(board, { ...pages, renderEndpoint, renderTodo: todoRenderer(pages).renderTodo });
 
     // -------------------------------------------------------------------------------------------

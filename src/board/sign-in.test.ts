@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { humanWithToken, startTestApp } from '../../test/support/app.ts';
 import { main } from '../cli/main.ts';
 import { createLoginLink, LOGIN_LINK_TTL_MS } from '../store/web-sessions.ts';
-import { HTMX_ASSET } from './pages.ts';
+import { HTMX_ASSET, UPLOT_ASSET, UPLOT_CSS_ASSET } from './pages.ts';
 import { BOARD_CSP } from './plugin.ts';
 import {
   alice,
@@ -237,10 +237,12 @@ describe('security headers and escaping', () => {
     const api = await fetch(`${app.url}/api/v1/me`, { headers: { authorization: `Bearer ${alice.token}` } });
     expect(api.headers.get('content-security-policy')).toBe("default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
     const page = (await b.get('/')).text;
-    // No inline script or style anywhere: the only scripts are same-origin files, htmx vendored.
-    expect(page.match(/<script/g)).toHaveLength(2);
+    // No inline script or style anywhere: the only scripts are same-origin files, htmx vendored
+    // (charts.js loads the vendored uPlot itself, only on a page with a chart).
+    expect(page.match(/<script/g)).toHaveLength(3);
     expect(page).toContain(`<script src="/static/${HTMX_ASSET}" defer></script>`);
     expect(page).toContain('<script src="/static/board.js" defer></script>');
+    expect(page).toContain(`<script src="/static/charts.js" data-uplot-js="/static/${UPLOT_ASSET}" data-uplot-css="/static/${UPLOT_CSS_ASSET}" defer></script>`);
     expect(page).not.toMatch(/<style|style=|\son[a-z]+=|hx-on/i);
     // htmx may not evaluate, inject styles, or keep page snapshots (the vend answer holds a credential).
     const config = JSON.parse(/<meta name="htmx-config" content="([^"]+)">/.exec(page)![1]!.replaceAll('&quot;', '"'));
@@ -262,7 +264,7 @@ describe('security headers and escaping', () => {
     for (const r of pages) {
       expect(r.status).toBe(200);
       for (const raw of [...hostile, '</pre><script>', '<b>bold</b>', '<img']) expect(r.text).not.toContain(raw);
-      expect(r.text.match(/<script/g)).toHaveLength(2);
+      expect(r.text.match(/<script/g)).toHaveLength(3);
     }
     const list = pages[0]!.text;
     expect(list).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');

@@ -33,6 +33,10 @@ import {
 import type { NotifyHooks } from '../../services/notify-hooks.ts';
 import type { OAuthServer } from '../../services/oauth.ts';
 import { isUuid } from '../../domain/ids.ts';
+import type { HistoryRange } from '../../domain/history.ts';
+import type { HistoryService } from '../../services/history.ts';
+import { endpointCharts, presenceBandFigure } from '../views/charts.ts';
+import { DEFAULT_RANGE, presenceBand, rangeOf, sparklines } from './charts.ts';
 import { notFound } from '../../domain/errors.ts';
 
 export interface EndpointRouteDeps {
@@ -45,6 +49,8 @@ export interface EndpointRouteDeps {
   /** The endpoint page's "Presence this week". */
   presenceHistory: Pick<PresenceHistory, 'between'>;
   reads: Pick<BoardReads, 'latestSelfTests' | 'endpointCounts'>;
+  /** The charts: each card's pending sparkline, an endpoint's history. */
+  history: Pick<HistoryService, 'history' | 'pendingSparklines'>;
   selfTests: SelfTests;
   webhooks: Webhooks;
   hooks: Pick<NotifyHooks, 'list'>;
@@ -56,6 +62,8 @@ export interface EndpointPageOptions {
   errs?: CardErrors;
   reportError?: string;
   forms?: EndpointForms;
+  /** The charts' range (default 24 h). */
+  range?: HistoryRange;
 }
 
 /** The endpoint pages, rendered the same way by every route that answers with one (a refused form included). */
@@ -79,7 +87,9 @@ export function endpointRenderer(deps: EndpointRouteDeps) {
     const rows = await deps.endpoints.listOwn(s.human.id);
     const active = rows.filter((e) => e.state === 'active');
     const revoked = rows.filter((e) => e.state !== 'active');
-    return sendPage(reply, status, endpointsPage(s, await cardsOf(s.human.id, active), revoked, now(), opts));
+    const [cards, spark] = await Promise.all([cardsOf(s.human.id, active), sparklines(deps, s.human.id, active.map((e) => e.id), now())]);
+    const withSpark = cards.map((c) => ({ ...c, pending24h: { values: spark.series[c.endpoint.id] ?? [], from: spark.from, step_seconds: spark.step_seconds } }));
+    return sendPage(reply, status, endpointsPage(s, withSpark, revoked, now(), opts));
   }
 
   async function renderEndpoint(reply: FastifyReply, s: BoardSession, e: Endpoint, status: number, opts: EndpointPageOptions = {}) {
@@ -89,12 +99,15 @@ export function endpointRenderer(deps: EndpointRouteDeps) {
       const r = await deps.selfTests.report(e.id, latest.test_id);
       report = { ...r, started_at: latest.created_at };
     }
-    const [[card], webhooks, events, hooks, week] = await Promise.all([
+    const w = presenceWeek(now());
+    const range = opts.range ?? DEFAULT_RANGE;
+    const [[card], webhooks, events, hooks, week, history] = await Promise.all([
       cardsOf(s.human.id, [e]),
       deps.webhooks.list(e.id),
       deps.webhooks.events(e.id, 5),
       deps.hooks.list(e.id),
-      deps.presenceHistory.between(s.human.id, e.id, presenceWeek(now())),
+      deps.presenceHistory.between(s.human.id, e.id, w),
+      deps.history.history(s.human.id, [e.id], range),
     ]);
     const page = endpointPage(s, card!, now(), {
       report,
@@ -103,6 +116,8 @@ export function endpointRenderer(deps: EndpointRouteDeps) {
       events,
       hooks,
       presenceWeek: week,
+      charts: endpointCharts(e.id, history, presenceBandFigure(e.id, presenceBand(e, week, w, now()))),
+      range: opts.range,
       errs: opts.errs,
       forms: opts.forms,
       live: status === 200 && !opts.errs && !opts.reportError && !opts.forms,
@@ -180,8 +195,9 @@ export function registerEndpointRoutes(board: FastifyInstance, deps: EndpointRou
   });
 
   board.get('/endpoints/:id', async (req, reply) => {
+    const range = rangeOf(req.query);
     const e = await deps.endpoints.requireOwn(humanOf(req).human.id, idParam(req));
-    return renderEndpoint(reply, humanOf(req), e, 200);
+    return renderEndpoint(reply, humanOf(req), e, 200, { range: (req.query as { range?: string }).range ? range : undefined });
   });
 
   // Presence: the same plan and service as PUT /api/v1/endpoints/{ref}/presence.

@@ -9,12 +9,17 @@ import type { BoardSession } from '../auth.ts';
 import { sendPage } from '../error-page.ts';
 import { field, formOf, isInvalid } from '../form.ts';
 import { rulesPage, rulesText, type RulesPageView } from '../views/routing.ts';
+import type { HistoryService } from '../../services/history.ts';
+import type { HistoryRange } from '../../domain/history.ts';
+import { DEFAULT_RANGE, rangeOf } from './charts.ts';
 
 export interface RoutingRouteDeps {
   log: Logger;
   endpoints: Pick<EndpointService, 'requireOwn' | 'requireOwnActive'>;
   webhooks: Pick<Webhooks, 'endpointWebhook'>;
   webhookRouting: Pick<WebhookRouting, 'view' | 'set' | 'test'>;
+  /** The webhook's deliveries by outcome over time (the page's chart). */
+  history: Pick<HistoryService, 'webhookDeliveries'>;
 }
 
 const humanOf = (req: FastifyRequest): BoardSession => req.boardSession!;
@@ -67,12 +72,17 @@ export function registerRoutingRoutes(board: FastifyInstance, deps: RoutingRoute
     const e = active ? await deps.endpoints.requireOwnActive(humanId, params(req).id) : await deps.endpoints.requireOwn(humanId, params(req).id);
     return { e, row: await deps.webhooks.endpointWebhook(e.id, params(req).wid) };
   };
-  const send = (reply: FastifyReply, req: FastifyRequest, status: number, v: RulesPageView) => sendPage(reply, status, rulesPage(humanOf(req), v));
+  const send = async (reply: FastifyReply, req: FastifyRequest, status: number, v: RulesPageView, range: HistoryRange = DEFAULT_RANGE) => {
+    const deliveries = { range, ...(await deps.history.webhookDeliveries(humanOf(req).human.id, v.webhook.webhook_id, range)) };
+    return sendPage(reply, status, rulesPage(humanOf(req), { ...v, deliveries }));
+  };
 
   board.get('/endpoints/:id/webhooks/:wid/rules', async (req, reply) => {
+    const range = rangeOf(req.query);
     const { e, row } = await webhookOf(req, false);
     const view = deps.webhookRouting.view(row);
-    return send(reply, req, 200, { endpoint: e, webhook: { webhook_id: row.id, source_type: row.source_type, target_queue: row.target_queue }, text: rulesText(view) });
+    const webhook = { webhook_id: row.id, source_type: row.source_type, target_queue: row.target_queue };
+    return send(reply, req, 200, { endpoint: e, webhook, text: rulesText(view), live: true }, range);
   });
 
   const write = (how: 'set' | 'test') => async (req: FastifyRequest, reply: FastifyReply) => {

@@ -10,11 +10,15 @@ import { TODO_STATES, type TodoState } from '../../services/todos.ts';
 import type { BoardSession } from '../auth.ts';
 import { notFoundPage, sendPage } from '../error-page.ts';
 import { todoPage, todosPage, type TodoListView, type TodoPageOptions } from '../views/todos.ts';
+import type { HistoryService } from '../../services/history.ts';
+import { rangeOf, todoHistory } from './charts.ts';
 
 export interface TodoRouteDeps {
   clock: Clock;
   endpoints: Pick<EndpointService, 'listOwn' | 'requireOwn'>;
   reads: Pick<BoardReads, 'todos' | 'todoCounts' | 'todo'>;
+  /** The queues' history (the page's charts). */
+  history: Pick<HistoryService, 'byQueue'>;
 }
 
 const TODOS_PAGE_LIMIT = 100;
@@ -51,10 +55,12 @@ export function registerTodoRoutes(board: FastifyInstance, deps: TodoRouteDeps):
     const queue = queueRaw === undefined ? undefined : validateQueueName('queue', queueRaw);
     // Another human's endpoint answers like a missing one: 404.
     const endpoint: Endpoint | undefined = endpointRaw === undefined ? undefined : await deps.endpoints.requireOwn(s.human.id, endpointRaw);
-    const [rows, counts, held] = await Promise.all([
+    const range = rangeOf(q);
+    const [rows, counts, held, history] = await Promise.all([
       deps.reads.todos(s.human.id, { endpointId: endpoint?.id, state, queue, limit: TODOS_PAGE_LIMIT }),
       deps.reads.todoCounts(s.human.id),
       outEndpoints(deps.endpoints, s.human.id, deps.clock.now()),
+      todoHistory(deps, s.human.id, { endpointId: endpoint?.id, queue }, range),
     ]);
     const inEndpoint = (c: { endpoint_id: string }) => !endpoint || c.endpoint_id === endpoint.id;
     const stateCounts: Record<string, number> = {};
@@ -79,11 +85,13 @@ export function registerTodoRoutes(board: FastifyInstance, deps: TodoRouteDeps):
       endpointCounts: [...endpointCounts.values()].sort((a, b) => (a.slug < b.slug ? -1 : 1)),
       queueCounts: [...queueCounts.values()].sort((a, b) => (a.endpoint_slug === b.endpoint_slug ? (a.queue < b.queue ? -1 : 1) : a.endpoint_slug < b.endpoint_slug ? -1 : 1)),
       limit: TODOS_PAGE_LIMIT,
+      history,
     };
     const live = new URLSearchParams();
     if (endpoint) live.set('endpoint', endpoint.id);
     if (state) live.set('state', state);
     if (queue) live.set('queue', queue);
+    if (q.range !== undefined) live.set('range', range);
     return sendPage(reply, 200, todosPage(s, view, deps.clock.now(), live.size ? `/todos?${live}` : '/todos'));
   });
 

@@ -4,7 +4,7 @@ import { GRANTABLE_VERBS, DEFAULT_VERBS } from '../../domain/scope.ts';
 import type { Endpoint } from '../../services/endpoints.ts';
 import type { EventSummary } from '../../services/webhooks.ts';
 import type { BoardSession } from '../auth.ts';
-import { Html, html, path, withQuery } from '../html.ts';
+import { Html, html, path, withQuery, type Part } from '../html.ts';
 import type { ConnectInstructions } from '../../domain/connect-instructions.ts';
 import { connectSection } from './connect.ts';
 import { hintWithLinks } from './docs.ts';
@@ -15,6 +15,7 @@ import { presenceReason } from '../../domain/presence-words.ts';
 import { RING_CHOICE_WORDS, type RingChoiceReason } from '../../domain/doorbell-choice.ts';
 import { grantsFacts, type GrantSummary } from './grants.ts';
 import { presenceWeekSection, type PresenceWeek } from './presence-history.ts';
+import { sparkline } from './charts.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Endpoint card
@@ -38,6 +39,8 @@ export interface CardData {
   counts: { pending: number; claimed: number };
   /** Its live OAuth grants (clients connected by URL alone); absent: none. */
   grants?: GrantSummary[];
+  /** Its pending depth over the last 24 h (the endpoints page's sparkline); absent on its own page. */
+  pending24h?: { values: number[]; from: string; step_seconds: number };
 }
 
 export interface CardErrors {
@@ -168,6 +171,7 @@ export function card(c: CardData, s: BoardSession, now: Date, errs: CardErrors =
   <span class="badge state state-${e.state}">${e.state}</span>
 </header>
 ${cardStatus(c, now)}
+${c.pending24h ? sparkline(e.id, c.pending24h.values, c.pending24h.from, c.pending24h.step_seconds) : ''}
 ${e.state === 'active' ? html`<dl class="facts grants-facts">${grantsFacts(e.id, c.grants ?? [], s, now, home)}</dl>` : ''}
 ${e.state === 'active' ? cardControls(c, s, errs, home) : html`<p class="muted">Endpoint revoked ${time(e.revoked_at)}. Its history stays readable.</p>`}
 </article>`;
@@ -283,6 +287,9 @@ export function endpointPage(
     hooks: { hooks: HookView[]; ceiling: { max: number; used: number } };
     /** Its presence changes over the last 7 days, newest first. */
     presenceWeek: PresenceWeek;
+    /** The history section (views/charts.ts), drawn over `range` (kept by live updates). */
+    charts?: Part;
+    range?: string;
     errs?: CardErrors;
     forms?: EndpointForms;
     live: boolean;
@@ -291,9 +298,10 @@ export function endpointPage(
   const e = c.endpoint;
   const forms = extra.forms ?? {};
   return page(
-    { title: e.agent_name, session: s, liveUrl: extra.live ? path('/endpoints', e.id) : undefined, nav: 'endpoints' },
+    { title: e.agent_name, session: s, liveUrl: extra.live ? withQuery(path('/endpoints', e.id), { range: extra.range }) : undefined, nav: 'endpoints' },
     html`<p class="crumbs"><a href="/">Endpoints</a> / <code>${e.slug}</code></p>
 ${card(c, s, now, extra.errs ?? {})}
+${extra.charts ?? ''}
 ${presenceWeekSection(extra.presenceWeek)}
 ${e.state === 'active' ? pushSection(e, s, forms.push) : ''}
 ${reportSection(e, s, extra.report, extra.reportError)}

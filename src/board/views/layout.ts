@@ -56,6 +56,9 @@ export interface PageOptions {
 
 /** The vendored htmx (src/board/static/vendor/); the version is in the name, so it may be cached for good. */
 export const HTMX_ASSET = 'htmx-2.0.11.min.js';
+/** The vendored uPlot (the board's charts), loaded by charts.js only on a page that has a chart. */
+export const UPLOT_ASSET = 'uPlot-1.6.32.iife.min.js';
+export const UPLOT_CSS_ASSET = 'uPlot-1.6.32.min.css';
 
 /**
  * htmx's settings, read from a meta tag: nothing evaluated or injected (the CSP allows neither),
@@ -111,7 +114,8 @@ ${
   s
     ? html`<meta name="htmx-config" content="${HTMX_CONFIG}">
 <script src="/static/${HTMX_ASSET}" defer></script>
-<script src="/static/board.js" defer></script>`
+<script src="/static/board.js" defer></script>
+<script src="/static/charts.js" data-uplot-js="/static/${UPLOT_ASSET}" data-uplot-css="/static/${UPLOT_CSS_ASSET}" defer></script>`
     : ''
 }
 </head>

@@ -3,8 +3,10 @@ import { ENVELOPE_VARIABLES } from '../../domain/routing/expression.ts';
 import type { Endpoint } from '../../services/endpoints.ts';
 import type { DryRunRow } from '../../services/webhook-routing.ts';
 import type { BoardSession } from '../auth.ts';
-import { Html, html, join, path } from '../html.ts';
+import { Html, html, join, path, withQuery } from '../html.ts';
 import { csrfField, page, time, type FieldError } from './layout.ts';
+import { deliveriesChart } from './charts.ts';
+import type { HistoryRange } from '../../domain/history.ts';
 
 // Webhook routing on the board (issue 37): the rules page of one webhook (a textarea holding the
 // rules write as JSON, Save and Try, the dry run as a table), and the words for a routing trace
@@ -153,6 +155,10 @@ export interface RulesPageView {
   text: string;
   error?: FieldError & { rule?: string };
   dryRun?: { rows: readonly DryRunRow[]; saved: boolean };
+  /** The webhook's deliveries by outcome over `range` (the chart under the rules). */
+  deliveries?: { range: HistoryRange; step_seconds: number; from: string; outcomes: Record<string, number[]> };
+  /** A plain GET of the page: its chart's table is re-read on a live update. */
+  live?: boolean;
 }
 
 /** An object's keys in the order a person writes them (PostgreSQL's jsonb keeps shorter keys first), the rest after. */
@@ -194,7 +200,7 @@ export function rulesPage(s: BoardSession, v: RulesPageView): string {
   const base = path('/endpoints', e.id, 'webhooks', w.webhook_id, 'rules');
   const err = v.error;
   return page(
-    { title: `Rules of a ${w.source_type} webhook`, session: s, nav: 'endpoints' },
+    { title: `Rules of a ${w.source_type} webhook`, session: s, nav: 'endpoints', liveUrl: v.live && v.deliveries ? withQuery(base, { range: v.deliveries.range }) : undefined },
     html`<p class="crumbs"><a href="${path('/endpoints', e.id)}"><code>${e.slug}</code></a> / <a href="${path('/endpoints', e.id)}#webhooks">webhooks</a> / <code>${w.webhook_id}</code> / rules</p>
 <section class="rules" id="rules">
 <h1>Routing rules: ${w.source_type} webhook into ${w.target_queue}</h1>
@@ -224,6 +230,7 @@ ${
 <details class="rules-example"><summary>An example</summary><pre class="json">${EXAMPLE}</pre></details>
 </section>
 ${v.dryRun ? dryRunSection(v.dryRun.rows, v.dryRun.saved) : ''}
+${v.deliveries ? deliveriesChart(base, w.webhook_id, v.deliveries, v.deliveries.range) : ''}
 <p><a href="${path('/endpoints', e.id)}#webhooks">Back to the endpoint</a></p>`,
   );
 }

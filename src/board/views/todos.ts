@@ -6,6 +6,9 @@ import { Html, html, path, withQuery, type Part } from '../html.ts';
 import { heldText } from './endpoints.ts';
 import { ago, csrfField, page, time } from './layout.ts';
 import { traceText } from './routing.ts';
+import { queueCharts } from './charts.ts';
+import type { HistoryPoint } from '../../services/history.ts';
+import type { HistoryRange } from '../../domain/history.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Todos
@@ -22,6 +25,8 @@ export interface TodoListView {
   /** Counts by (endpoint, queue) within the chosen state and endpoint: a queue is always one endpoint's. */
   queueCounts: { endpoint_id: string; endpoint_slug: string; queue: string; n: number }[];
   limit: number;
+  /** The queues' history over the chosen range (the charts), within the endpoint and queue filters. */
+  history?: { range: HistoryRange; step_seconds: number; from: string; queues: Record<string, HistoryPoint[]> };
 }
 
 /**
@@ -48,6 +53,7 @@ export function todosPage(s: BoardSession, v: TodoListView, now: Date, liveUrl: 
   return page(
     { title: 'Todos', session: s, liveUrl, nav: 'todos' },
     html`<h1>Todos${v.endpoint ? html` of <code>${v.endpoint.slug}</code>` : ''}</h1>
+${v.history ? queueCharts(v.history, v.history.range, { endpoint: endpointId, state: v.state, queue: v.queue }) : ''}
 <div id="todos" data-live>
 <nav class="filters" aria-label="Filter by endpoint"><ul class="pills">
 ${pill(withQuery('/todos', { state: v.state }), !endpointId, 'every endpoint', allEndpoints)}
