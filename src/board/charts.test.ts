@@ -161,6 +161,29 @@ describe('the charts’ JSON routes', () => {
   });
 });
 
+describe('depth, as the charts read it', () => {
+  it('a queue drained since an earlier snapshot in the same point reads 0 there, in its quarter hour and its hour', async () => {
+    const e = await vend(alice, 'drained', ['reviews']);
+    const ids = [await push(alice, e.slug, 'a'), await push(alice, e.slug, 'b')];
+    const agent = await connectAgent(app, e, { track: clients });
+    const hour = Math.ceil(app.clock.now().getTime() / 3600_000) * 3600_000;
+    app.clock.set(new Date(hour + 5 * 60_000));
+    await app.services.history.maintain();
+    for (const id of ids) {
+      expect(await agent.call('claim', { id })).toMatchObject({ state: 'claimed' });
+      expect(await agent.call('complete', { id })).toMatchObject({ state: 'done' });
+    }
+    app.clock.set(new Date(hour + 12 * 60_000));
+    await app.services.history.maintain();
+    const b = await signedIn(alice);
+    const at = (body: { points: { t: string; pending: number }[] }, ms: number) => body.points.find((p) => p.t === new Date(ms).toISOString())!.pending;
+    // Before the queue drained, its snapshot said 2; the last one in the point says 0.
+    expect(at((await json(b, `/endpoints/${e.id}/history.json?range=1h`)).body, hour + 4 * 60_000)).toBe(2);
+    expect(at((await json(b, `/endpoints/${e.id}/history.json?range=24h`)).body, hour)).toBe(0);
+    expect(at((await json(b, `/endpoints/${e.id}/history.json?range=7d`)).body, hour)).toBe(0);
+  });
+});
+
 describe('the pages that carry charts', () => {
   it('the endpoint page: depth, throughput, claim wait, doorbells and the presence band, each beside its table, over the chosen range', async () => {
     const e = await vend(alice, 'paged', ['reviews']);

@@ -11,16 +11,27 @@ const hourOf = (at: Date) => new Date(Math.floor(at.getTime() / 3600_000) * 3600
  * The depth of every endpoint's queues at `at`, written into the minute bucket that ends at `at`
  * (the bucket before the minute `at` falls in): pending and claimed, synthetic todos excluded.
  * Idempotent: any instance may take it, the last one writing the same counts. Queues with nothing
- * live get no row, which reads as 0.
+ * live get no row, which reads as 0, except a queue that had some earlier in the same hour: it gets
+ * an explicit 0, since a point's (and an hour's) depth is its last snapshot, which would otherwise
+ * be that earlier one.
  */
 export async function snapshotDepthUnscoped(sql: Sql, at: Date): Promise<number> {
   const bucket = new Date(minuteOf(at).getTime() - 60_000);
   const rows = await sql`
+    with live as (
+      select t.endpoint_id, t.queue,
+             count(*) filter (where t.state = 'pending')::int as pending, count(*) filter (where t.state = 'claimed')::int as claimed_depth
+      from todos t where t.state in ('pending', 'claimed') and not t.synthetic
+      group by t.endpoint_id, t.queue
+    ), drained as (
+      select distinct h.endpoint_id, h.queue from todo_history h
+      where h.width = 'm' and h.bucket >= ${hourOf(bucket)} and h.bucket < ${bucket} and (h.pending > 0 or h.claimed_depth > 0)
+        and not exists (select 1 from live l where l.endpoint_id = h.endpoint_id and l.queue = h.queue)
+    )
     insert into todo_history (width, bucket, endpoint_id, queue, pending, claimed_depth)
-    select 'm', ${bucket}, t.endpoint_id, t.queue,
-           count(*) filter (where t.state = 'pending')::int, count(*) filter (where t.state = 'claimed')::int
-    from todos t where t.state in ('pending', 'claimed') and not t.synthetic
-    group by t.endpoint_id, t.queue
+    select 'm', ${bucket}, endpoint_id, queue, pending, claimed_depth from live
+    union all
+    select 'm', ${bucket}, endpoint_id, queue, 0, 0 from drained
     on conflict (width, endpoint_id, bucket, queue) do update
       set pending = excluded.pending, claimed_depth = excluded.claimed_depth`;
   return rows.count;
