@@ -159,6 +159,17 @@
     ctx.restore();
   }
 
+  // Time ticks in UTC as the tables write them: 14:00, and the date (03-02) at midnight or when ticks are days apart.
+  function pad(n) { return (n < 10 ? '0' : '') + n; }
+  function timeTicks(u, splits, axisIdx, space) {
+    return splits.map(function (ts) {
+      var d = new Date(ts * 1000);
+      var day = pad(d.getUTCMonth() + 1) + '-' + pad(d.getUTCDate());
+      var hm = pad(d.getUTCHours()) + ':' + pad(d.getUTCMinutes());
+      return space >= 86400 || hm === '00:00' ? day : hm;
+    });
+  }
+
   function options(uPlot, c, built) {
     if (built.band) {
       var axisInk = cssVar('--muted', '#666');
@@ -170,7 +181,7 @@
         cursor: { show: false },
         tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'); },
         scales: { x: { time: true, range: [built.x[0], built.x[1]] }, y: { range: [0, 1] } },
-        axes: [{ stroke: axisInk, grid: { show: false }, ticks: { stroke: cssVar('--line', '#ddd') } }, { show: false }],
+        axes: [{ stroke: axisInk, grid: { show: false }, ticks: { stroke: cssVar('--line', '#ddd') }, values: timeTicks }, { show: false }],
         hooks: { draw: [function (u) { drawBand(u, built.band); }] },
       };
     }
@@ -181,11 +192,16 @@
     var series = [{ label: 'UTC' }].concat(
       built.series.map(function (s, i) {
         var stroke = colour(s, i);
+        // Claim waits exist only where something was claimed: marks, not a line through gaps.
+        if (c.kind === 'wait') return { label: s.label, stroke: stroke, width: 1, points: { show: true, size: 6, fill: stroke } };
         return { label: s.label, stroke: stroke, width: spark ? 1 : 1.5, fill: spark ? stroke + '33' : undefined, paths: spark ? undefined : stepped, points: { show: false } };
       }),
     );
     var yAxis = { stroke: ink, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid }, size: 56 };
-    if (c.kind === 'wait') yAxis.values = function (u, splits) { return splits.map(fmtMs); };
+    if (c.kind === 'wait') {
+      yAxis.values = function (u, splits) { return splits.map(fmtMs); };
+      yAxis.size = 72;
+    }
     else yAxis.values = function (u, splits) { return splits.map(function (v) { return v % 1 === 0 ? String(v) : ''; }); };
     return {
       width: Math.max(spark ? 80 : 200, c.el.clientWidth),
@@ -195,7 +211,7 @@
       cursor: spark ? { show: false } : { points: { show: false } },
       tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'); },
       scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
-      axes: spark ? [{ show: false }, { show: false }] : [{ stroke: ink, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid } }, yAxis],
+      axes: spark ? [{ show: false }, { show: false }] : [{ stroke: ink, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid }, values: timeTicks }, yAxis],
     };
   }
 
