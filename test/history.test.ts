@@ -108,4 +108,22 @@ describe('GET /api/v1/endpoints/{ref}/history', () => {
     expect(bad.json.error).toContain('range');
     expect((await apiCaller(apps[0]!.url, other.token)('GET', `/api/v1/endpoints/${e.slug}/history`)).status).toBe(404);
   });
+
+  it('a ring marked unheard hours after it was sent lands in its own hour of the week view', async () => {
+    const owner = await humanWithToken(db.sql);
+    const api = apiCaller(apps[0]!.url, owner.token);
+    const e = await vend(api, { name: 'late-unheard', queues: ['reviews'] });
+    clock.set(new Date('2026-03-10T09:10:00Z'));
+    const sentAt = new Date('2026-03-10T09:10:00Z');
+    await db.sql`insert into doorbell_rings (ring_id, endpoint_id, session_id, todo_id, kind, queue, window_seconds, sent_at)
+      values ('rg_01HZZZZZZZZZZZZZZZZZZZZZZZ', ${e.id}, 's', 'td_x', 'todo', 'reviews', 21600, ${sentAt})`;
+    clock.set(new Date('2026-03-10T09:30:00Z'));
+    await apps[0]!.services.history.maintain();
+    // Five hours later (a 6 h ack window) the ring is found unheard: its own 09:00 hour must say so.
+    clock.set(new Date('2026-03-10T14:40:00Z'));
+    await db.sql`update doorbell_rings set unheard_at = ${clock.now()} where ring_id = 'rg_01HZZZZZZZZZZZZZZZZZZZZZZZ'`;
+    await apps[0]!.services.history.maintain();
+    const week = (await api('GET', `/api/v1/endpoints/${e.slug}/history?range=7d`)).json as { points: Point[] };
+    expect(week.points.find((p) => p.t === new Date('2026-03-10T09:00:00Z').toISOString())).toMatchObject({ rings_sent: 1, unheard: 1 });
+  });
 });

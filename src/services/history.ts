@@ -128,9 +128,12 @@ export class HistoryService {
    */
   async maintain(batch = 10_000): Promise<{ depthRows: number; hourRows: number; pruned: number }> {
     const now = this.base.clock.now();
-    await foldHistoryDeltasUnscoped(this.base.sql, now);
+    const folded = await foldHistoryDeltasUnscoped(this.base.sql, now);
     const depthRows = await snapshotDepthUnscoped(this.base.sql, now);
-    const hourRows = await rollUpHoursUnscoped(this.base.sql, new Date(now.getTime() - 2 * 3600_000), now);
+    // The last two hours, and any older hour a late delta (an unheard mark, an ack) just changed.
+    const recent = new Date(now.getTime() - 2 * 3600_000);
+    const since = folded.earliest && folded.earliest < recent ? folded.earliest : recent;
+    const hourRows = await rollUpHoursUnscoped(this.base.sql, since, now);
     const pruned = await pruneHistoryUnscoped(this.base.sql, now, batch);
     return { depthRows, hourRows, pruned };
   }

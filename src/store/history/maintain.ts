@@ -40,9 +40,11 @@ export async function snapshotDepthUnscoped(sql: Sql, at: Date): Promise<number>
 /**
  * Folds the triggers' deltas of minutes before `before` into the minute buckets, in one statement:
  * the deltas it deletes are the ones it adds, so two instances folding at once count each once.
+ * Answers the earliest minute it touched: a ring found unheard hours after it was sent adds to
+ * its own (old) minute, whose hour must be rolled up again.
  */
-export async function foldHistoryDeltasUnscoped(sql: Sql, before: Date): Promise<number> {
-  const rows = await sql`
+export async function foldHistoryDeltasUnscoped(sql: Sql, before: Date): Promise<{ rows: number; earliest: Date | null }> {
+  const rows = await sql<{ bucket: Date }[]>`
     with moved as (delete from todo_history_delta where bucket < ${minuteOf(before)} returning *)
     insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, failed, dead,
                               wait_hist, rings_sent, heard_claim, heard_ack, unheard, digests)
@@ -56,8 +58,10 @@ export async function foldHistoryDeltasUnscoped(sql: Sql, before: Date): Promise
       dead = todo_history.dead + excluded.dead, wait_hist = history_hist_add(todo_history.wait_hist, excluded.wait_hist),
       rings_sent = todo_history.rings_sent + excluded.rings_sent, heard_claim = todo_history.heard_claim + excluded.heard_claim,
       heard_ack = todo_history.heard_ack + excluded.heard_ack, unheard = todo_history.unheard + excluded.unheard,
-      digests = todo_history.digests + excluded.digests`;
-  return rows.count;
+      digests = todo_history.digests + excluded.digests
+    returning bucket`;
+  const earliest = rows.reduce<Date | null>((min, r) => (min === null || r.bucket < min ? r.bucket : min), null);
+  return { rows: rows.length, earliest };
 }
 
 /**
