@@ -1,5 +1,5 @@
 import { WINDOWS, waitQuantileMs, windowAt, type HistoryRange } from '../domain/history.ts';
-import { foldHistoryDeltasUnscoped, historyOf, pruneHistoryUnscoped, rollUpHoursUnscoped, snapshotDepthUnscoped, webhookDeliveriesOf, type HistoryRow } from '../store/history/index.ts';
+import { foldHistoryDeltasUnscoped, historyOf, pendingDepthOf, pruneHistoryUnscoped, queueHistoryOf, rollUpHoursUnscoped, snapshotDepthUnscoped, webhookDeliveriesOf, type HistoryRow } from '../store/history/index.ts';
 import type { ServiceBase } from './base.ts';
 
 /** One point of an endpoint's (or a queue's) history, as the API, the board's JSON and its tables show it. */
@@ -77,7 +77,7 @@ export class HistoryService {
   /** Per queue, the points of the human's endpoints in `range` (the todos page's chart). */
   async byQueue(humanId: string, endpointIds: readonly string[], range: HistoryRange): Promise<{ step_seconds: number; from: string; to: string; queues: Record<string, HistoryPoint[]> }> {
     const w = windowAt(range, this.base.clock.now());
-    const rows = await historyOf(this.base.sql, humanId, endpointIds, w);
+    const rows = await queueHistoryOf(this.base.sql, humanId, endpointIds, w);
     const queues: Record<string, HistoryPoint[]> = {};
     // Doorbell counts of digests carry no queue (''): they are not a queue's.
     for (const q of [...new Set(rows.map((r) => r.queue))].filter((q) => q !== '').sort()) queues[q] = this.#dense(w, rows.filter((r) => r.queue === q));
@@ -87,12 +87,13 @@ export class HistoryService {
   /** Per endpoint, its pending depth over the last 24 h (96 points): the endpoints page's sparklines, in one query. */
   async pendingSparklines(humanId: string, endpointIds: readonly string[]): Promise<Map<string, number[]>> {
     const w = windowAt('24h', this.base.clock.now());
-    const rows = await historyOf(this.base.sql, humanId, endpointIds, w);
     const out = new Map<string, number[]>(endpointIds.map((id) => [id, new Array<number>(w.points).fill(0)]));
-    for (const r of rows) {
-      const i = Math.round((r.bucket.getTime() - w.from.getTime()) / (w.stepSeconds * 1000));
+    for (const r of await pendingDepthOf(this.base.sql, humanId, endpointIds, w)) {
       const series = out.get(r.endpoint_id);
-      if (series && i >= 0 && i < w.points) series[i]! += r.pending ?? 0;
+      if (!series) continue;
+      r.points.forEach((i, k) => {
+        if (i >= 0 && i < w.points) series[i] = r.pending[k]!;
+      });
     }
     return out;
   }
