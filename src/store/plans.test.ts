@@ -2,6 +2,8 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../test/support/app.ts';
 import type { Sql } from '../db/connect.ts';
+import { windowAt } from '../domain/history.ts';
+import { historyOf, pendingDepthOf, queueHistoryOf } from './history/index.ts';
 import { markUnheardSessionsUnscoped } from './sessions.ts';
 import { chargeDueRingsUnscoped, claimNextTodo } from './todos/index.ts';
 import { insertDeliveries } from './todos/insert.ts';
@@ -272,5 +274,52 @@ describe('unheard session sweep plans', () => {
       expect(lastRings).toHaveLength(1);
       expect(nodes.some((n) => n['Node Type'] === 'WindowAgg')).toBe(false);
     });
+  }
+});
+
+describe('history plans', () => {
+  // Forty endpoints with a day of minute buckets and a week of hours, and unfolded deltas: one
+  // endpoint's chart must read its own rows through the primary key, not every endpoint's day
+  // (at 10,000 endpoints a scan of the table is seconds: bench/history.ts).
+  let humanId = '';
+  let mine = '';
+  const now = new Date('2026-06-01T12:00:30Z');
+  beforeAll(async () => {
+    const [owner] = await db.sql`select a.owner_human_id as id, e.agent_id from endpoints e join agents a on a.id = e.agent_id where e.id = ${endpointId}`;
+    humanId = owner!.id as string;
+    const made = await db.sql`
+      insert into endpoints (agent_id, slug, credential_hash, credential_prefix, scope_queues)
+      select ${owner!.agent_id}, 'history-' || g, 'hh' || g, 'p', '{work,reviews}' from generate_series(1, 40) g returning id`;
+    mine = made[0]!.id as string;
+    await db.sql`
+      insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, pending, claimed_depth, wait_hist)
+      select 'm', ${now}::timestamptz - m * interval '1 minute', e.id, q, 1, 1, 1, m % 7, 0, array_fill(1, array[48])
+      from endpoints e, generate_series(1, 1440) m, unnest(array['work', 'reviews']) q where e.slug like 'history-%'`;
+    await db.sql`
+      insert into todo_history (width, bucket, endpoint_id, queue, created, pending, claimed_depth)
+      select 'h', date_trunc('hour', ${now}::timestamptz) - h * interval '1 hour', e.id, 'work', 60, 3, 0
+      from endpoints e, generate_series(0, 167) h where e.slug like 'history-%'`;
+    await db.sql`
+      insert into todo_history_delta (bucket, endpoint_id, queue, created)
+      select date_trunc('minute', ${now}::timestamptz), e.id, 'work', 1 from endpoints e, generate_series(1, 50) where e.slug like 'history-%'`;
+    await db.sql`analyze todo_history`;
+    await db.sql`analyze todo_history_delta`;
+  });
+
+  const reads: [string, (sql: Sql) => Promise<unknown>][] = [
+    ['an endpoint page\'s history (historyOf, 24 h)', (sql) => historyOf(sql, humanId, [mine], windowAt('24h', now))],
+    ['a card\'s sparkline (pendingDepthOf)', (sql) => pendingDepthOf(sql, humanId, [mine], windowAt('24h', now))],
+    ['the todos page\'s chart of one endpoint (queueHistoryOf, 7 d)', (sql) => queueHistoryOf(sql, humanId, [mine], windowAt('7d', now))],
+  ];
+  for (const [what, read] of reads) {
+    for (const generic of [false, true]) {
+      it(`${what} reads the endpoint's buckets through todo_history_pkey, not a scan of every endpoint's (${generic ? 'generic' : 'custom'} plan)`, async () => {
+        const { text, params } = await captured(read, /todo_history/);
+        const scans = await scansOf(text, params, generic);
+        expect(scans, scans.join(', ')).toContain('todo_history_pkey');
+        expect(scans, scans.join(', ')).not.toContain('seq:todo_history');
+        expect(scans, scans.join(', ')).not.toContain('seq:todo_history_delta');
+      });
+    }
   }
 });
