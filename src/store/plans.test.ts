@@ -4,6 +4,7 @@ import { migratedDatabase } from '../../test/support/app.ts';
 import type { Sql } from '../db/connect.ts';
 import { windowAt } from '../domain/history.ts';
 import { historyOf, pendingDepthOf, queueHistoryOf } from './history/index.ts';
+import { insertRing, markUnheardRingsUnscoped } from './rings.ts';
 import { markUnheardSessionsUnscoped } from './sessions.ts';
 import { chargeDueRingsUnscoped, claimNextTodo } from './todos/index.ts';
 import { insertDeliveries } from './todos/insert.ts';
@@ -322,4 +323,103 @@ describe('history plans', () => {
       });
     }
   }
+});
+
+// Issue 40 item 3: the background loops at 100,000 endpoints and 1,000,000 pending todos. Each
+// loop's statements keep the plan `npm run bench:loops` (bench/loops.ts) measured at that size;
+// the figures quoted are its medians there (docs/performance.md, "The loops at 100,000 endpoints").
+
+/** Every statement `run` sends that matches, in order (captured() keeps the last). */
+async function capturedAll(run: (sql: Sql) => Promise<unknown>, matching: RegExp): Promise<{ text: string; params: unknown[] }[]> {
+  const all: { text: string; params: unknown[] }[] = [];
+  const spy = postgres(db.url, {
+    max: 1,
+    onnotice: () => {},
+    // As the product's connections (src/db/connect.ts): a statement that runs for its capture is not JIT-compiled first.
+    connection: { jit: 'off' },
+    debug: (_c, text, params) => void (matching.test(text) && all.push({ text, params: [...params] })),
+  });
+  try {
+    await spy`select 1`;
+    await run(spy as unknown as Sql);
+    return all;
+  } finally {
+    await spy.end();
+  }
+}
+
+describe('the loops at scale (issue 40)', () => {
+  // A small fixture with the shape of bench:loops' (statistics taken on it): 300 endpoints, each
+  // todo with its own event, most pending, one endpoint deep; enough rows that a scan is not free.
+  const now = new Date('2026-06-01T12:00:00Z');
+  const loopEndpoints: string[] = [];
+  beforeAll(async () => {
+    const [owner] = await db.sql`select agent_id from endpoints where id = ${endpointId}`;
+    const made = await db.sql<{ id: string }[]>`
+      insert into endpoints (agent_id, slug, credential_hash, credential_prefix, scope_queues)
+      select ${owner!.agent_id}, 'loops-' || g, 'lp' || g, 'p', '{work,review}' from generate_series(1, 300) g returning id`;
+    loopEndpoints.push(...made.map((e) => e.id));
+    await db.sql`
+      with ev as (
+        insert into events (source, family, trust_mode, verified, endpoint_id, received_at)
+        select 'operator', 'operator', 'operator', true, case when g % 3 = 0 then ${loopEndpoints[0]!}::uuid else (${loopEndpoints}::uuid[])[1 + g % 300] end,
+               ${now}::timestamptz - (g % 40000) * interval '1 minute'
+        from generate_series(1, 30000) g
+        returning id, endpoint_id, received_at
+      )
+      insert into todos (id, endpoint_id, queue, title, event_id, state, owner, lease_expires_at, claimed_at, completed_at, created_at, updated_at)
+      select 'td_' || gen_random_uuid(), endpoint_id, case when id % 7 = 0 then 'review' else 'work' end, 't', id,
+             case when id % 10 = 0 then 'done' when id % 10 = 1 then 'claimed' else 'pending' end,
+             case when id % 10 in (0, 1) then 'agent:x' end, case when id % 10 = 1 then ${now}::timestamptz + interval '5 minutes' end,
+             case when id % 10 in (0, 1) then received_at + interval '1 minute' end, case when id % 10 = 0 then received_at + interval '2 minutes' end,
+             received_at, received_at + case when id % 10 in (0, 1) then interval '2 minutes' else interval '0' end
+      from ev`;
+    await db.sql`analyze`;
+  });
+
+describe('unheard ring sweep plans', () => {
+  // Open rings past their window, todo rings and digests, among the todos above: each ring's
+  // timely claim is looked up by its todo's primary key or its endpoint's recently updated todos.
+  // A CASE over the ring's kind hid both from the planner, which read every todo once per ring
+  // (3 minutes a pass for 1,000 due rings among 1.5 M todos; a ring's record 330 ms).
+  beforeAll(async () => {
+    await db.sql`
+      insert into doorbell_rings (ring_id, endpoint_id, session_id, todo_id, kind, window_seconds, sent_at)
+      select 'rg_' || lpad((900000 + g)::text, 26, '0'), (${loopEndpoints}::uuid[])[1 + g % 300], 'ms_open', case when g % 5 = 0 then null else 'td_' || g end,
+             case when g % 5 = 0 then 'digest' else 'todo' end, 900, ${now}::timestamptz - (g % 1800) * interval '1 second'
+      from generate_series(1, 2000) g`;
+    // And the week of rings kept beside them, heard long ago.
+    await db.sql`
+      insert into doorbell_rings (ring_id, endpoint_id, session_id, todo_id, kind, window_seconds, sent_at, acked_at, ack_via)
+      select 'rg_' || lpad((800000 + g)::text, 26, '0'), (${loopEndpoints}::uuid[])[1 + g % 300], 'ms_old', 'td_' || g, 'todo', 900,
+             ${now}::timestamptz - interval '1 hour' - g * interval '20 seconds', ${now}::timestamptz - interval '1 hour' - g * interval '20 seconds', 'claim'
+      from generate_series(1, 30000) g`;
+    await db.sql`analyze doorbell_rings`;
+  });
+
+  for (const generic of [false, true]) {
+    it(`finds each due ring's claim through todos_pkey or todos_endpoint_updated_idx, never a scan of todos (${generic ? 'generic' : 'custom'} plan)`, async () => {
+      const statements = await capturedAll((sql) => markUnheardRingsUnscoped(sql, now), /update doorbell_rings/);
+      expect(statements).toHaveLength(2);
+      for (const { text, params } of statements) {
+        const scans = await scansOf(text, params, generic);
+        expect(scans, scans.join(', ')).toContain('doorbell_rings_unheard_sweep_idx');
+        expect(scans, scans.join(', ')).toContain('todos_pkey');
+        expect(scans, scans.join(', ')).toContain('todos_endpoint_updated_idx');
+        expect(scans.filter((s) => s.startsWith('seq:')), scans.join(', ')).toEqual([]);
+      }
+    });
+
+    it(`records a ring (its timely claim looked up) through an index, never a scan of todos (${generic ? 'generic' : 'custom'} plan)`, async () => {
+      for (const kind of ['todo', 'digest'] as const) {
+        const ringId = `rg_${'8'.repeat(24)}${generic ? 1 : 0}${kind === 'todo' ? 1 : 2}`;
+        const ring = { ringId, endpointId, sessionId: 'ms_x', todoId: kind === 'todo' ? 'td_x' : null, kind, queue: null, synthetic: false, windowSeconds: 900, sentAt: now };
+        const { text, params } = await captured((sql) => insertRing(sql, ring), /insert into doorbell_rings/);
+        const scans = await scansOf(text, params, generic);
+        expect(scans.filter((s) => s.startsWith('seq:todos')), scans.join(', ')).toEqual([]);
+        expect(scans, scans.join(', ')).toContain(kind === 'todo' ? 'todos_pkey' : 'todos_endpoint_updated_idx');
+      }
+    });
+  }
+});
 });

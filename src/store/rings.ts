@@ -26,12 +26,24 @@ export interface NewRing {
  * window_seconds), if one came within its window: for a todo or test ring a claim of its todo, for
  * a digest ring a claim of any real todo of its endpoint. Read from the todos, so a ring recorded
  * after its claim committed agrees with that claim.
+ *
+ * One branch per kind, each with a condition an index can take (a CASE over the ring's kind is
+ * opaque to the planner: the unheard sweep read every todo once per open ring). A todo ring's is
+ * its todo by primary key; a digest's, its endpoint's todos changed since the ring was sent
+ * (todos_endpoint_updated_idx): a claim sets updated_at to claimed_at and every later change moves
+ * it on, so a claim at or after sent_at is on a row updated at or after it.
  */
 const timelyClaim = (sql: Sql) => sql`
-  select t.claimed_at, t.claimed_session_id from todos t
-  where t.claimed_at >= r.sent_at and t.claimed_at <= r.sent_at + make_interval(secs => r.window_seconds)
-    and case when r.kind = 'digest' then t.endpoint_id = r.endpoint_id and not t.synthetic else t.id = r.todo_id end
-  order by t.claimed_at limit 1`;
+  select c.claimed_at, c.claimed_session_id from (
+    select t.claimed_at, t.claimed_session_id from todos t
+    where r.kind <> 'digest' and t.id = r.todo_id
+      and t.claimed_at >= r.sent_at and t.claimed_at <= r.sent_at + make_interval(secs => r.window_seconds)
+    union all
+    (select t.claimed_at, t.claimed_session_id from todos t
+     where r.kind = 'digest' and t.endpoint_id = r.endpoint_id and t.updated_at >= r.sent_at and not t.synthetic
+       and t.claimed_at >= r.sent_at and t.claimed_at <= r.sent_at + make_interval(secs => r.window_seconds)
+     order by t.claimed_at limit 1)
+  ) c order by c.claimed_at limit 1`;
 
 /**
  * Records a ring after its doorbell was written. The record is not awaited by the writer, so the
