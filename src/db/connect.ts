@@ -38,9 +38,14 @@ export function connect(url: string, opts: ConnectOptions = {}): Sql {
       // to choose, PostgreSQL kept re-planning claim_next (about 0.8 ms of planning for 0.2 ms of
       // work) because its generic estimate of "leases expired before $now" was the pessimistic
       // one; src/store/plans.test.ts holds the hot statements' generic plans to their indexes.
+      // No JIT compilation: every statement here is sized for milliseconds, and the planner's cost
+      // estimate decides JIT. The unheard sweep's estimate (open rings it cannot count, times a
+      // claim lookup per ring) put it far above jit_above_cost: at 100,000 endpoints each of its
+      // statements spent 0.99 s of 1.17 s compiling (bench/loops.ts, docs/performance.md).
       // Behind a transaction-mode pooler statements are unnamed, planned each time, and the
-      // pooler would refuse an unknown startup parameter, so none is sent there.
-      ...(prepare ? { plan_cache_mode: 'force_generic_plan' } : {}),
+      // pooler would refuse an unknown startup parameter, so none is sent there (docs/deploy.md:
+      // set jit there on the role or database).
+      ...(prepare ? { plan_cache_mode: 'force_generic_plan', jit: 'off' } : {}),
     },
     idle_timeout: 60,
     // The default backoff grows to 10-20 s per connection after a few failed attempts, and a
