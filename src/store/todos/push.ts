@@ -92,12 +92,16 @@ export const SWEEP_LIMIT = 3;
  */
 export const RETURN_DIGEST_GRACE_SECONDS = 60;
 
-/** The sweep's due predicate over todo `t` and its endpoint `e`, evaluated again under the row lock. */
+/**
+ * The sweep's due predicate over todo `t` and its endpoint `e`, evaluated again under the row lock.
+ * The budget is written as a literal, so that a generic plan sees it implies todos_ring_due_idx's
+ * predicate (migration 0029).
+ */
 const ringDue = (sql: Sql | TxSql, now: Date) => {
   const intervals = sql.array([...RING_INTERVALS_SECONDS]);
   return sql`
     ${pushEligible(sql)}
-    and t.ring_attempts < ${RING_BUDGET}
+    and t.ring_attempts < ${sql.unsafe(String(RING_BUDGET))}
     and coalesce(t.last_ringed_at, t.created_at) <= ${now}::timestamptz - make_interval(secs => (${intervals}::int[])[t.ring_attempts + 1])
     and not (coalesce(e.presence_changed_at > ${now}::timestamptz - make_interval(secs => ${RETURN_DIGEST_GRACE_SECONDS}), false)
              and coalesce(t.last_ringed_at < e.presence_changed_at, true))`;
@@ -111,6 +115,12 @@ const ringDue = (sql: Sql | TxSql, now: Date) => {
  * predicate is checked again as each row is locked: a digest that marked it after the pick (or
  * is marking it now: the row is skipped) has announced it. Unscoped by design: it has no caller,
  * and each row it returns names its own endpoint.
+ *
+ * The pick walks each receiver's todos that still have rings left in ring order
+ * (todos_ring_due_idx) and stops at its first `limit` due ones: no todo past an endpoint's
+ * `limit`-th can be picked, since its own endpoint's earlier ones rank before it. Ranking every
+ * due todo of every receiver read all their pending work (20,000 receivers over 1,000,000 pending
+ * todos: 280,000 rows and a scan of events, 733 ms; bench/loops.ts).
  *
  * `ring` writes the doorbells while the charged rows are still locked and answers the ids that
  * reached no session; their announcement is withdrawn in the same transaction. A digest counting
@@ -129,12 +139,21 @@ export async function chargeDueRingsUnscoped(
     // can be re-run per row by the planner and reach past the cap.
     const picked = await tx<{ id: string }[]>`
       with due as materialized (
-        select t.id, t.last_ringed_at, t.created_at, t.seq,
-               row_number() over (partition by t.endpoint_id order by t.last_ringed_at nulls first, t.created_at, t.seq) as turn
-        from todos t join endpoints e on e.id = t.endpoint_id and e.state = 'active' and e.presence_seen = 'in'
-        where t.endpoint_id = any(${tx.array([...receivers])}::uuid[]) and ${ringDue(tx, now)}
+        select d.id, d.endpoint_id, d.last_ringed_at, d.created_at, d.seq
+        from endpoints e
+        cross join lateral (
+          select t.id, t.endpoint_id, t.last_ringed_at, t.created_at, t.seq from todos t
+          where t.endpoint_id = e.id and ${ringDue(tx, now)}
+          order by t.last_ringed_at nulls first, t.created_at, t.seq
+          limit ${limit}
+        ) d
+        where e.id = any(${tx.array([...receivers])}::uuid[]) and e.state = 'active' and e.presence_seen = 'in'
+      ), ranked as (
+        select id, last_ringed_at, created_at, seq,
+               row_number() over (partition by endpoint_id order by last_ringed_at nulls first, created_at, seq) as turn
+        from due
       )
-      select id from due order by turn, last_ringed_at nulls first, created_at, seq limit ${limit}`;
+      select id from ranked order by turn, last_ringed_at nulls first, created_at, seq limit ${limit}`;
     if (picked.length === 0) return [];
     const rows: TodoMetaRow[] = await tx<TodoMetaRow[]>`
       with locked as materialized (
