@@ -297,8 +297,11 @@ describe('charts on the board, in Chromium', { timeout: 120_000 }, () => {
     const before = await drawn('throughput');
     const renders = Number(await page.getAttribute('#chart-throughput-plot', 'data-chart-renders'));
     await pushTodo('late push', 'reviews');
+    // Another change's event may redraw first: wait for the redraw that shows the push.
+    const last = (d: Drawn) => d.series.Created!.at(-1) as number;
+    await expect.poll(async () => last(await drawn('throughput', renders + 1)), { timeout: 10_000 }).toBe(last(before) + 1);
     const after = await drawn('throughput', renders + 1);
-    expect(after.series.Created!.at(-1)).toBe((before.series.Created!.at(-1) as number) + 1);
+    expect(last(after)).toBe(last(before) + 1);
     expect(after.series.Created!.slice(0, -1)).toEqual(before.series.Created!.slice(0, -1));
   });
 
