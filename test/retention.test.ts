@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../src/lib/log.ts';
-import { retentionPass, type RetentionDeps } from '../src/services/maintenance/retention.ts';
+import { retentionPass, type RetentionDeps, type RetentionWalk } from '../src/services/maintenance/retention.ts';
 import { push, vend, withApp } from './support/fixtures.ts';
 
 // Retention (issue 17 item 15a): finished todos, their events and events no todo points at older
@@ -150,5 +150,32 @@ describe('the retention pass', () => {
     f.app.clock.advance(2 * DAY);
     expect(await retentionPass(deps({ batch: 1, batchesPerTick: 1 }))).toMatchObject({ presenceHistory: 1 });
     expect(await kept()).toEqual([]);
+  });
+
+  it('deletes deliveries routing kept no todo for by their own index, and walks for other orphan events from where the last pass stopped', async () => {
+    // Issue 40: at 1,000,000 pending todos every batch of the old statement read the old events
+    // live todos keep again, to find orphans behind them.
+    f.app.clock.advance(RETENTION + DAY);
+    await retentionPass(deps());
+    const e = await vend(f.api, { name: 'ret-walk', queues: ['reviews'] });
+    const kept = [await todoIn(e.slug, 'pending'), await todoIn(e.slug, 'pending'), await todoIn(e.slug, 'pending')];
+    f.app.clock.advance(60_000);
+    const orphan = await todoIn(e.slug, 'pending');
+    await f.sql`delete from todos where id = ${orphan.id}`;
+    const [dropped] = await f.sql<{ id: string }[]>`
+      insert into events (source, family, trust_mode, verified, endpoint_id, received_at, disposition)
+      values ('github', 'webhook', 'signed', true, ${e.id}, ${f.app.clock.now()}, 'dropped') returning id::text`;
+    f.app.clock.advance(RETENTION + DAY);
+    // The walk reads 2 events a pass: the first pass reads two kept ones and stops there.
+    const walk: RetentionWalk = { orphanEventsAfter: null };
+    const pass = () => retentionPass(deps({ walk, walkEvents: 2 }));
+    const walked = [];
+    for (let i = 0; i < 4 && (await exists('events', orphan.eventId)); i++) walked.push(await pass());
+    // The dropped delivery went in the first pass, whatever the walk had read.
+    expect(walked[0]).toMatchObject({ events: 1 });
+    expect(await exists('events', dropped!.id)).toBe(false);
+    expect(await exists('events', orphan.eventId)).toBe(false);
+    expect(walked.length).toBeGreaterThanOrEqual(2);
+    for (const t of kept) expect(await exists('events', t.eventId)).toBe(true);
   });
 });

@@ -5,6 +5,9 @@ import type { Sql } from '../db/connect.ts';
 import { windowAt } from '../domain/history.ts';
 import { historyOf, pendingDepthOf, queueHistoryOf } from './history/index.ts';
 import { insertRing, markUnheardRingsUnscoped } from './rings.ts';
+import { deleteExpiredOAuthRowsUnscoped } from './oauth/index.ts';
+import { deleteOldPresenceHistoryUnscoped } from './presence-history/index.ts';
+import { deleteFinishedTodosUnscoped, deleteOldReplayKeysUnscoped, deleteOrphanEventsUnscoped, deleteTodolessEventsUnscoped } from './retention.ts';
 import { markUnheardSessionsUnscoped } from './sessions.ts';
 import { chargeDueRingsUnscoped, claimNextTodo } from './todos/index.ts';
 import { insertDeliveries } from './todos/insert.ts';
@@ -451,5 +454,82 @@ describe('unheard ring sweep plans', () => {
         expect(scans.filter((x) => x === 'seq:todos' || x === 'seq:events'), scans.join(', ')).toEqual([]);
       });
     }
+  });
+
+  describe('retention', () => {
+    // 26 s a pass at 100,000 endpoints before (a scan of the OAuth grants per deleted client,
+    // batches deleting their ids by reading whole primary keys, the orphan walk re-reading the old
+    // events live todos keep in every batch); 0.54 s after, within the pass's budget
+    // (bench/loops.ts). Every statement of a pass goes by its index.
+    const cutoff = new Date(now.getTime() - 20 * 86_400_000);
+    beforeAll(async () => {
+      const [h] = await db.sql`select id from humans limit 1`;
+      await db.sql`
+        insert into events (source, family, trust_mode, verified, endpoint_id, received_at, disposition)
+        select 'github', 'webhook', 'signed', true, (${loopEndpoints}::uuid[])[1 + g % 300], ${now}::timestamptz - (g % 40000) * interval '1 minute',
+               case when g % 2 = 0 then 'dropped' else 'recorded' end
+        from generate_series(1, 3000) g`;
+      await db.sql`
+        insert into webhooks (id, endpoint_id, source_type, trust_mode, target_queue, ingest_token_hash, ingest_token_hint, signing_secret, created_by, created_at)
+        values ('00000000-0000-4000-8000-00000000a001', ${loopEndpoints[0]!}, 'github', 'signed', 'work', 'loops-hook', 'h', 'plain:s', 'operator', ${now})`;
+      await db.sql`
+        insert into replay_keys (webhook_id, body_sha256, received_at, event_id)
+        select '00000000-0000-4000-8000-00000000a001', sha256(('b' || g)::bytea), ${now}::timestamptz - (g % 40000) * interval '1 minute', g
+        from generate_series(1, 5000) g`;
+      await db.sql`
+        insert into oauth_clients (client_id, client_name, redirect_uris, created_at)
+        select 'cl_loops_' || g, 'c', '{http://127.0.0.1/cb}', ${now}::timestamptz - (g % 40) * interval '1 day' from generate_series(1, 2000) g`;
+      await db.sql`
+        insert into oauth_grants (id, client_id, human_id, endpoint_id, resource, created_at, revoked_at)
+        select md5('loops-g' || g)::uuid, 'cl_loops_' || g, ${h!.id}, (${loopEndpoints}::uuid[])[1 + g % 300], 'r', ${now},
+               case when g % 20 = 0 then ${now}::timestamptz - (g % 40) * interval '1 day' end
+        from generate_series(1, 1800) g`;
+      await db.sql`
+        insert into oauth_codes (code_hash, grant_id, redirect_uri, code_challenge, expires_at)
+        select md5('loops-code' || g), md5('loops-g' || g)::uuid, 'http://127.0.0.1/cb', 'x', ${now}::timestamptz - (g % 40) * interval '1 day'
+        from generate_series(1, 1800) g`;
+      await db.sql`
+        insert into oauth_tokens (token_hash, grant_id, kind, expires_at)
+        select md5('loops-tok' || g || k), md5('loops-g' || g)::uuid, k, ${now}::timestamptz - (g % 40) * interval '1 day'
+        from generate_series(1, 1800) g, unnest(array['access', 'refresh']) k`;
+      await db.sql`
+        insert into presence_history (endpoint_id, at, from_presence, to_presence, source, changed_by, reason)
+        select (${loopEndpoints}::uuid[])[1 + g % 300], ${now}::timestamptz - (g % 50) * interval '1 day' - g * interval '1 second', 'in', 'out', 'shift', 'shift', 'shift_end'
+        from generate_series(1, 6000) g`;
+      await db.sql`analyze`;
+    });
+
+    // Each statement of a pass, and the index it must go by.
+    const expected: [RegExp, string[]][] = [
+      [/from todos where .*updated_at </s, ['todos_finished_idx', 'todos_pkey', 'events_pkey']],
+      [/e\.disposition in/, ['events_todoless_idx', 'events_pkey']],
+      [/with walked as/, ['events_received_at_idx', 'events_pkey']],
+      [/from replay_keys/, ['replay_keys_received_at_idx']],
+      [/from oauth_tokens where expires_at/, ['oauth_tokens_expiry_idx', 'oauth_tokens_pkey']],
+      [/from oauth_codes where expires_at/, ['oauth_codes_expiry_idx', 'oauth_codes_pkey']],
+      [/from oauth_grants g where g\.revoked_at/, ['oauth_grants_revoked_idx', 'oauth_grants_pkey']],
+      [/from oauth_clients c where c\.created_at/, ['oauth_clients_created_idx', 'oauth_grants_client_idx', 'oauth_clients_pkey']],
+      [/from presence_history where at/, ['presence_history_at_idx', 'presence_history_pkey']],
+    ];
+    it('every statement of a pass reads by its index, never a scan of a table (generic and custom plans)', async () => {
+      // A pass's statements in its order (services/maintenance/retention.ts), one batch each.
+      const statements = await capturedAll(async (sql) => {
+        await deleteFinishedTodosUnscoped(sql, cutoff, 200);
+        await deleteTodolessEventsUnscoped(sql, cutoff, 200);
+        await deleteOrphanEventsUnscoped(sql, cutoff, 400, null);
+        await deleteOldReplayKeysUnscoped(sql, cutoff, 200);
+        await deleteExpiredOAuthRowsUnscoped(sql, cutoff, 200);
+        await deleteOldPresenceHistoryUnscoped(sql, new Date(now.getTime() - 30 * 86_400_000), 200);
+      }, /^\s*(with|delete)/);
+      expect(statements.map((st) => expected.findIndex(([re]) => re.test(st.text)))).toEqual(expected.map((_, i) => i));
+      for (const [i, { text, params }] of statements.entries()) {
+        for (const generic of [false, true]) {
+          const scans = await scansOf(text, params, generic);
+          const what = `${String(expected[i]![0])} (${generic ? 'generic' : 'custom'}): ${scans.join(', ')}`;
+          for (const index of expected[i]![1]) expect(scans, what).toContain(index);
+          expect(scans.filter((x) => x.startsWith('seq:')), what).toEqual([]);
+        }
+      }
+    });
   });
 });

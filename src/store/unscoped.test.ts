@@ -17,7 +17,7 @@ const UNSCOPED = {
   'oauth/tokens.ts': ['deleteExpiredOAuthRowsUnscoped', 'resolveAccessTokenUnscoped'],
   'presence.ts': ['presenceWatchlistUnscoped'],
   'presence-history/prune.ts': ['deleteOldPresenceHistoryUnscoped'],
-  'retention.ts': ['deleteFinishedTodosUnscoped', 'deleteOldReplayKeysUnscoped', 'deleteOrphanEventsUnscoped'],
+  'retention.ts': ['deleteFinishedTodosUnscoped', 'deleteOldReplayKeysUnscoped', 'deleteOrphanEventsUnscoped', 'deleteTodolessEventsUnscoped'],
   'rings.ts': ['markUnheardRingsUnscoped', 'pruneRingsUnscoped'],
   'sessions.ts': ['expireIdleSessionsUnscoped', 'markUnheardSessionsUnscoped'],
   'selftests.ts': ['cleanUpSelfTestsUnscoped', 'overdueTestsUnscoped', 'selfTestEndpointUnscoped', 'settleUnrungTestsUnscoped'],

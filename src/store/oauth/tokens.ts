@@ -132,16 +132,32 @@ export async function resolveAccessTokenUnscoped(sql: Sql, presented: string, no
  * grant (registration is open to anyone; the retention loop).
  */
 export async function deleteExpiredOAuthRowsUnscoped(sql: Sql, before: Date, batch: number): Promise<number> {
-  const tokens = await sql`delete from oauth_tokens where token_hash in (select token_hash from oauth_tokens where expires_at < ${before} limit ${batch})`;
-  const codes = await sql`delete from oauth_codes where code_hash in (select code_hash from oauth_codes where expires_at < ${before} limit ${batch})`;
+  // Each picks its ids first (a materialized CTE) through an index on the time it goes by, and
+  // deletes them by primary key (`= any(array(...))`): `where key in (select ... limit)` was planned
+  // as a hash of the batch probed by a scan of the whole table (migration 0030, issue 40).
+  const tokens = await sql`
+    with doomed as materialized (select token_hash from oauth_tokens where expires_at < ${before} order by expires_at limit ${batch})
+    delete from oauth_tokens where token_hash = any(array(select token_hash from doomed))`;
+  const codes = await sql`
+    with doomed as materialized (select code_hash from oauth_codes where expires_at < ${before} order by expires_at limit ${batch})
+    delete from oauth_codes where code_hash = any(array(select code_hash from doomed))`;
   const grants = await sql`
-    delete from oauth_grants where id in (
+    with doomed as materialized (
       select g.id from oauth_grants g where g.revoked_at < ${before}
-        and not exists (select 1 from oauth_tokens t where t.grant_id = g.id) limit ${batch})`;
-  // Registration is open: a client that never got a grant within the window is forgotten.
+        -- A scalar subquery, probed per grant through oauth_tokens_grant_idx: as NOT EXISTS a generic
+        -- plan hashed every token to answer it.
+        and (select t.grant_id from oauth_tokens t where t.grant_id = g.id limit 1) is null
+      order by g.revoked_at limit ${batch})
+    delete from oauth_grants where id = any(array(select id from doomed))`;
+  // Registration is open: a client that never got a grant within the window is forgotten. Its
+  // grants are probed per client (oauth_grants_client_idx), as a scalar subquery: as NOT EXISTS
+  // the planner hashed every grant.
   const clients = await sql`
-    delete from oauth_clients where client_id in (
+    with doomed as materialized (
       select c.client_id from oauth_clients c where c.created_at < ${before}
-        and not exists (select 1 from oauth_grants g where g.client_id = c.client_id) limit ${batch})`;
+        and (select g.client_id from oauth_grants g where g.client_id = c.client_id limit 1) is null
+      order by c.created_at limit ${batch})
+    delete from oauth_clients c where c.client_id = any(array(select client_id from doomed))
+      and (select g.client_id from oauth_grants g where g.client_id = c.client_id limit 1) is null`;
   return Math.max(tokens.count, codes.count, grants.count, clients.count);
 }
