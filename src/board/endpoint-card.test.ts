@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { connectAgent, settle, until } from '../../test/support/agents.ts';
 import { apiCaller, humanWithToken, startTestApp } from '../../test/support/app.ts';
+import { manyEndpoints } from '../../test/support/board-events.ts';
 import { card, type CardData } from './pages.ts';
 import { boardSession } from './auth.ts';
 import {
@@ -229,6 +230,48 @@ describe('the endpoint card', () => {
     // Another human replaying the id vends their own endpoint (the id is scoped to its owner's forms).
     const other = await signedIn(bob);
     expect((await other.post('/endpoints', { ...sent, csrf_token: other.csrfToken })).status).toBe(201);
+  });
+});
+
+describe('the endpoints page at many endpoints (issue 40)', () => {
+  // At 100,000 endpoints one page of every card was 470 MB of HTML in 57 s (bench/loops.ts).
+  const cardIds = (text: string) => [...text.matchAll(/<article class="card[^"]*" id="endpoint-([0-9a-f-]{36})"/g)].map((m) => m[1]!);
+  it('shows 50 cards a page, newest first, with links to the others; each page has its sparklines; a card form comes back to its page', async () => {
+    const h = await humanWithToken(db.sql);
+    await manyEndpoints(db.sql, h.id, 120);
+    await db.sql`update endpoints e set state = 'revoked', revoked_at = now() from agents a where a.id = e.agent_id and a.owner_human_id = ${h.id} and e.slug in (select slug from endpoints e2 join agents a2 on a2.id = e2.agent_id where a2.owner_human_id = ${h.id} order by e2.slug limit 3)`;
+    const b = await signedIn(h);
+    const pages = [await b.get('/'), await b.get('/?page=2'), await b.get('/?page=3')];
+    expect(pages.map((p) => cardIds(p.text).length)).toEqual([50, 50, 17]);
+    expect(new Set(pages.flatMap((p) => cardIds(p.text))).size).toBe(117);
+    expect(pages[0]!.text).toContain('Endpoints 1–50 of 117 active, newest first.');
+    expect(pages[0]!.text).toContain('<a rel="next" href="/?page=2">Next</a>');
+    expect(pages[2]!.text).toContain('Endpoints 101–117 of 117 active, newest first.');
+    expect(pages[2]!.text).toContain('<a rel="prev" href="/?page=2">Previous</a>');
+    // Newest first, as the whole list was.
+    const order = (await db.sql<{ id: string }[]>`
+      select e.id from endpoints e join agents a on a.id = e.agent_id where a.owner_human_id = ${h.id} and e.state = 'active' order by e.created_at desc, e.id`).map((r) => r.id);
+    expect(pages.flatMap((p) => cardIds(p.text))).toEqual(order);
+    // Past the last page: the last; not a page number: the first.
+    expect(cardIds((await b.get('/?page=99')).text)).toEqual(cardIds(pages[2]!.text));
+    expect(cardIds((await b.get('/?page=x')).text)).toEqual(cardIds(pages[0]!.text));
+    // The revoked: their count and each one's line.
+    expect(pages[0]!.text).toContain('<h2>Revoked <span class="count">3</span></h2>');
+    // Each page's sparklines are its own cards'.
+    expect(pages[1]!.text).toContain('data-chart-src="/endpoints/sparklines.json?page=2"');
+    expect(pages[0]!.text).toContain('data-chart-src="/endpoints/sparklines.json"');
+    const spark = JSON.parse((await b.get('/endpoints/sparklines.json?page=2')).text) as { series: Record<string, number[]> };
+    expect(Object.keys(spark.series).sort()).toEqual([...cardIds(pages[1]!.text)].sort());
+    // A card's form on page 2 says so, and comes back there.
+    const id = cardIds(pages[1]!.text)[3]!;
+    expect(pages[1]!.text).toContain('<input type="hidden" name="return" value="list"><input type="hidden" name="page" value="2">');
+    const r = await b.post(`/endpoints/${id}/presence`, { presence: 'out', until: '', return: 'list', page: '2', csrf_token: b.csrfToken });
+    expect(r.status).toBe(303);
+    expect(r.headers.get('location')).toBe(`/?page=2#endpoint-${id}`);
+    // A refused one is page 2 again, with the error on that card.
+    const refused = await b.post(`/endpoints/${id}/presence`, { presence: 'out', until: 'soon', return: 'list', page: '2', csrf_token: b.csrfToken });
+    expect(refused.status).toBe(400);
+    expect(cardIds(refused.text)).toEqual(cardIds(pages[1]!.text));
   });
 });
 

@@ -3,6 +3,7 @@ import { audit } from '../lib/audit.ts';
 import {
   endpointRevoked,
   listOwnEndpoints,
+  listOwnEndpointsPage,
   resolveOwnEndpoint,
   revokeOwnEndpoint,
   vendEndpoint,
@@ -12,6 +13,17 @@ import {
 import type { ServiceBase } from './base.ts';
 
 export type { Endpoint, VendInput };
+
+/** One page of a human's endpoints (EndpointService.listOwnPage). */
+export interface EndpointPage {
+  endpoints: Endpoint[];
+  /** How many the human has in that state, on every page. */
+  total: number;
+  /** This page, 1-based, and how many there are (at least 1). */
+  page: number;
+  pages: number;
+  size: number;
+}
 
 /** An endpoint as the services that act for it take it: id, slug and its queues. */
 export const ownerOf = (e: Endpoint): { id: string; slug: string; queues: readonly string[] } => ({ id: e.id, slug: e.slug, queues: e.scope_queues });
@@ -57,6 +69,18 @@ export class EndpointService {
   /** Active endpoints first, then newest. */
   listOwn(humanId: string): Promise<Endpoint[]> {
     return listOwnEndpoints(this.#base.sql, humanId);
+  }
+
+  /**
+   * Page `page` (1-based, past the last: the last) of the human's endpoints in `state`, `size` a
+   * page, newest first, with how many there are and how many pages they fill (at least one).
+   */
+  async listOwnPage(humanId: string, state: 'active' | 'revoked', page: number, size: number): Promise<EndpointPage> {
+    const at = Math.max(1, Math.floor(page));
+    let { rows, total } = await listOwnEndpointsPage(this.#base.sql, humanId, state, { offset: (at - 1) * size, limit: size });
+    const pages = Math.max(1, Math.ceil(total / size));
+    if (at > pages) ({ rows, total } = await listOwnEndpointsPage(this.#base.sql, humanId, state, { offset: (pages - 1) * size, limit: size }));
+    return { endpoints: rows, total, page: Math.min(at, pages), pages, size };
   }
 
   /** The credential is returned once, here. */

@@ -88,12 +88,19 @@ export async function countEndpointTodos(
 ): Promise<Map<string, { pending: number; claimed: number }>> {
   const out = new Map<string, { pending: number; claimed: number }>();
   if (endpointIds.length === 0) return out;
+  // The human's endpoints first, then their todos counted: joined per todo, the count of a deep
+  // endpoint (100,000 pending) probed endpoints and agents once per todo, 276 ms (issue 40).
   const rows = await sql<{ endpoint_id: string; pending: number; claimed: number }[]>`
+    with mine as materialized (
+      select e.id from endpoints e join agents a on a.id = e.agent_id
+      where e.id = any(${sql.array([...endpointIds])}::uuid[]) and a.owner_human_id = ${humanId}
+    )
     select t.endpoint_id,
       count(*) filter (where t.state = 'pending')::int as pending,
       count(*) filter (where t.state = 'claimed')::int as claimed
-    from todos t join endpoints e on e.id = t.endpoint_id join agents a on a.id = e.agent_id
-    where t.endpoint_id = any(${sql.array([...endpointIds])}::uuid[]) and t.state in ('pending', 'claimed') and ${ownedTodo(sql, humanId)}
+    from todos t
+    where t.endpoint_id = any(array(select id from mine)) and t.state in ('pending', 'claimed')
+      and not t.synthetic and t.queue <> ${RESERVED_QUEUE}
     group by t.endpoint_id`;
   for (const r of rows) out.set(r.endpoint_id, { pending: r.pending, claimed: r.claimed });
   return out;

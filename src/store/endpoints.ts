@@ -103,6 +103,30 @@ async function getOwnEndpointById(sql: Sql | TxSql, humanId: string, id: string)
   return row;
 }
 
+/**
+ * One page of a human's endpoints in one state, newest first (as listOwnEndpoints orders them), and
+ * how many they have in that state: the board's endpoints page, which at 100,000 endpoints cannot
+ * show them all (issue 40).
+ */
+export async function listOwnEndpointsPage(
+  sql: Sql,
+  humanId: string,
+  state: 'active' | 'revoked',
+  page: { offset: number; limit: number },
+): Promise<{ rows: Endpoint[]; total: number }> {
+  const [rows, [count]] = await Promise.all([
+    sql<Endpoint[]>`
+      select ${endpointColumns(sql)} from endpoints e join agents a on a.id = e.agent_id
+      where a.owner_human_id = ${humanId} and e.state = ${state}
+      order by e.created_at desc, e.id
+      limit ${page.limit} offset ${page.offset}`,
+    sql<{ n: number }[]>`
+      select count(*)::int as n from endpoints e join agents a on a.id = e.agent_id
+      where a.owner_human_id = ${humanId} and e.state = ${state}`,
+  ]);
+  return { rows: [...rows], total: count!.n };
+}
+
 /** Active endpoints first, then newest. */
 export async function listOwnEndpoints(sql: Sql, humanId: string): Promise<Endpoint[]> {
   return sql<Endpoint[]>`

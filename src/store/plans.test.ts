@@ -5,6 +5,8 @@ import type { Sql } from '../db/connect.ts';
 import { windowAt } from '../domain/history.ts';
 import { historyOf, pendingDepthOf, queueHistoryOf } from './history/index.ts';
 import { insertRing, markUnheardRingsUnscoped } from './rings.ts';
+import { countEndpointTodos } from './board.ts';
+import { listOwnEndpointsPage } from './endpoints.ts';
 import { deleteExpiredOAuthRowsUnscoped } from './oauth/index.ts';
 import { deleteOldPresenceHistoryUnscoped } from './presence-history/index.ts';
 import { deleteFinishedTodosUnscoped, deleteOldReplayKeysUnscoped, deleteOrphanEventsUnscoped, deleteTodolessEventsUnscoped } from './retention.ts';
@@ -531,5 +533,57 @@ describe('unheard ring sweep plans', () => {
         }
       }
     });
+  });
+
+  describe("the board's endpoints page", () => {
+    // At 100,000 endpoints of one human the page drew every card: 470 MB in 57 s. It now reads one
+    // page of them; one endpoint's card counted its todos joined to endpoints and agents per todo
+    // (276 ms for a 100,000-deep endpoint), now the endpoint once and its todos by index (57 ms).
+    let other = '';
+    let otherIds: string[] = [];
+    beforeAll(async () => {
+      const [h] = await db.sql`insert into humans (handle) values ('plans-board') returning id`;
+      other = h!.id as string;
+      // 500 other humans' endpoints around them: this human's are a few of many.
+      await db.sql`
+        with crowd as (insert into humans (handle) select 'plans-crowd-' || g from generate_series(1, 500) g returning id),
+        made as (insert into agents (owner_human_id, name) select c.id, 'c' || g from crowd c, generate_series(1, 6) g returning id)
+        insert into endpoints (agent_id, slug, credential_hash, credential_prefix, scope_queues)
+        select id, 'crowd-' || id, 'cr' || id, 'p', '{work}' from made`;
+      await db.sql`analyze humans`;
+      const agents = await db.sql<{ id: string }[]>`
+        insert into agents (owner_human_id, name) select ${other}, 'b' || g from generate_series(1, 20) g returning id`;
+      const made = await db.sql<{ id: string }[]>`
+        insert into endpoints (agent_id, slug, credential_hash, credential_prefix, scope_queues)
+        select a.id, 'board-' || a.id, 'bd' || a.id, 'p', '{work}' from unnest(${agents.map((a) => a.id)}::uuid[]) a(id) returning id`;
+      otherIds = made.map((e) => e.id);
+      await db.sql`analyze agents`;
+      await db.sql`analyze endpoints`;
+    });
+
+    for (const generic of [false, true]) {
+      it(`a page of a human's endpoints and their count go through the human's agents, not every endpoint (${generic ? 'generic' : 'custom'} plan)`, async () => {
+        const statements = await capturedAll((sql) => listOwnEndpointsPage(sql, other, 'active', { offset: 0, limit: 50 }), /from endpoints e join agents/);
+        expect(statements).toHaveLength(2);
+        for (const { text, params } of statements) {
+          const scans = await scansOf(text, params, generic);
+          expect(scans, scans.join(', ')).toContain('endpoints_agent_idx');
+          expect(scans, scans.join(', ')).not.toContain('seq:endpoints');
+        }
+      });
+
+      it(`a card's counts read the endpoint once and its live todos by index, never a join per todo (${generic ? 'generic' : 'custom'} plan)`, async () => {
+        const { text, params } = await captured((sql) => countEndpointTodos(sql, other, [loopEndpoints[0]!, ...otherIds]), /count\(\*\) filter/);
+        const nodes = await planNodes(text, params, generic);
+        const todoScans = nodes.filter((n) => n['Relation Name'] === 'todos');
+        expect(todoScans.length, JSON.stringify(nodes.map((n) => n['Index Name'] ?? n['Node Type']))).toBe(1);
+        expect(String(todoScans[0]!['Index Cond'] ?? todoScans[0]!['Recheck Cond'] ?? ''), 'by endpoint').toMatch(/endpoint_id = ANY/);
+        expect(nodes.some((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'todos')).toBe(false);
+        // endpoints and agents only in the CTE of the human's endpoints: no join has todos under it.
+        const under = (n: Record<string, unknown>): Record<string, unknown>[] => [n, ...((n.Plans as Record<string, unknown>[] | undefined) ?? []).flatMap(under)];
+        const joins = nodes.filter((n) => /Nested Loop|Hash Join|Merge Join/.test(String(n['Node Type'])));
+        expect(joins.filter((j) => under(j).some((n) => n['Relation Name'] === 'todos'))).toEqual([]);
+      });
+    }
   });
 });

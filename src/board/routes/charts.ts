@@ -12,6 +12,7 @@ import type { HistoryService } from '../../services/history.ts';
 import type { Webhooks } from '../../services/webhooks.ts';
 import { classifyAndLog, sendError } from '../../web/errors.ts';
 import type { BoardSession } from '../auth.ts';
+import { ENDPOINTS_PER_PAGE, listPageOf } from '../views/endpoints.ts';
 
 // The charts' data (issue 39): small JSON routes behind the board session, each answering from
 // the same service call as the table its page renders (the loaders below are shared by both).
@@ -19,7 +20,7 @@ import type { BoardSession } from '../auth.ts';
 
 export interface ChartRouteDeps {
   log: Logger;
-  endpoints: Pick<EndpointService, 'requireOwn' | 'listOwn'>;
+  endpoints: Pick<EndpointService, 'requireOwn' | 'listOwn' | 'listOwnPage'>;
   history: Pick<HistoryService, 'history' | 'byQueue' | 'pendingSparklines' | 'webhookDeliveries'>;
   webhooks: Pick<Webhooks, 'ownWebhook'>;
   presenceHistory: Pick<PresenceHistory, 'between'>;
@@ -111,9 +112,10 @@ export function registerChartRoutes(board: FastifyInstance, deps: ChartRouteDeps
     });
 
     json.get('/endpoints/sparklines.json', opts, async (req, reply) => {
+      // The endpoints on the endpoints page `?page=` (the cards the page drew), not every one.
       const humanId = humanOf(req).human.id;
-      const ids = (await deps.endpoints.listOwn(humanId)).filter((e) => e.state === 'active').map((e) => e.id);
-      return send(reply, await sparklines(deps, humanId, ids, deps.clock.now()));
+      const page = await deps.endpoints.listOwnPage(humanId, 'active', listPageOf((req.query as { page?: unknown } | undefined)?.page), ENDPOINTS_PER_PAGE);
+      return send(reply, await sparklines(deps, humanId, page.endpoints.map((e) => e.id), deps.clock.now()));
     });
 
     json.get('/todos/history.json', opts, async (req, reply) => {

@@ -21,7 +21,11 @@ import { path } from '../html.ts';
 import {
   alreadyVendedPage,
   endpointPage,
+  ENDPOINTS_PER_PAGE,
   endpointsPage,
+  endpointsPageUrl,
+  listPageOf,
+  REVOKED_SHOWN,
   revokeConfirmPage,
   vendedPage,
   type CardData,
@@ -35,7 +39,7 @@ import type { OAuthServer } from '../../services/oauth.ts';
 import { isUuid } from '../../domain/ids.ts';
 import type { HistoryRange } from '../../domain/history.ts';
 import type { HistoryService } from '../../services/history.ts';
-import { endpointCharts, presenceBandFigure } from '../views/charts.ts';
+import { endpointCharts, presenceBandFigure, sparklinesSrc } from '../views/charts.ts';
 import { DEFAULT_RANGE, presenceBand, rangeOf, sparklines } from './charts.ts';
 import { notFound } from '../../domain/errors.ts';
 
@@ -83,13 +87,20 @@ export function endpointRenderer(deps: EndpointRouteDeps) {
     }));
   };
 
-  async function renderEndpoints(reply: FastifyReply, s: BoardSession, status: number, opts: Parameters<typeof endpointsPage>[4] = {}) {
-    const rows = await deps.endpoints.listOwn(s.human.id);
-    const active = rows.filter((e) => e.state === 'active');
-    const revoked = rows.filter((e) => e.state !== 'active');
-    const [cards, spark] = await Promise.all([cardsOf(s.human.id, active), sparklines(deps, s.human.id, active.map((e) => e.id), now())]);
-    const withSpark = cards.map((c) => ({ ...c, pending24h: { values: spark.series[c.endpoint.id] ?? [], from: spark.from, step_seconds: spark.step_seconds } }));
-    return sendPage(reply, status, endpointsPage(s, withSpark, revoked, now(), opts));
+  /** The endpoints page `page` (1-based; past the last, the last): its cards, their sparklines, the newest revoked. */
+  async function renderEndpoints(reply: FastifyReply, s: BoardSession, status: number, opts: Omit<NonNullable<Parameters<typeof endpointsPage>[4]>, 'pager' | 'revokedTotal'> & { page?: number } = {}) {
+    const [active, revoked] = await Promise.all([
+      deps.endpoints.listOwnPage(s.human.id, 'active', opts.page ?? 1, ENDPOINTS_PER_PAGE),
+      deps.endpoints.listOwnPage(s.human.id, 'revoked', 1, REVOKED_SHOWN),
+    ]);
+    const [cards, spark] = await Promise.all([cardsOf(s.human.id, active.endpoints), sparklines(deps, s.human.id, active.endpoints.map((e) => e.id), now())]);
+    const src = sparklinesSrc(active.page);
+    const withSpark = cards.map((c) => ({
+      ...c,
+      listPage: active.page,
+      pending24h: { values: spark.series[c.endpoint.id] ?? [], from: spark.from, step_seconds: spark.step_seconds, src },
+    }));
+    return sendPage(reply, status, endpointsPage(s, withSpark, revoked.endpoints, now(), { ...opts, pager: active, revokedTotal: revoked.total }));
   }
 
   async function renderEndpoint(reply: FastifyReply, s: BoardSession, e: Endpoint, status: number, opts: EndpointPageOptions = {}) {
@@ -144,19 +155,19 @@ export function registerEndpointRoutes(board: FastifyInstance, deps: EndpointRou
   /** One of the caller's endpoints that is still active; another human's answers like a missing one. */
   const activeEndpoint = (req: FastifyRequest): Promise<Endpoint> => deps.endpoints.requireOwnActive(humanOf(req).human.id, idParam(req));
 
-  /** After a card form: back to the page it was sent from (one of two fixed paths). */
+  /** After a card form: back to the page it was sent from (one of two fixed paths, the list's page a number). */
   const cardHome = (req: FastifyRequest, e: Endpoint) =>
-    field(formOf(req), 'return') === 'list' ? `/#endpoint-${e.id}` : path('/endpoints', e.id);
+    field(formOf(req), 'return') === 'list' ? `${endpointsPageUrl(listPageOf(field(formOf(req), 'page')))}#endpoint-${e.id}` : path('/endpoints', e.id);
 
   /** A refused card form: the same page again, with the error under its field. */
   async function cardRefused(req: FastifyRequest, reply: FastifyReply, e: Endpoint, err: SwitchboardError, shiftValue?: string) {
     const s = humanOf(req);
     const errs: CardErrors = { error: fieldErrorOf(err), shiftValue };
-    if (field(formOf(req), 'return') === 'list') return renderEndpoints(reply, s, 400, { errorsFor: { id: e.id, errs } });
+    if (field(formOf(req), 'return') === 'list') return renderEndpoints(reply, s, 400, { errorsFor: { id: e.id, errs }, page: listPageOf(field(formOf(req), 'page')) });
     return renderEndpoint(reply, s, e, 400, { errs });
   }
 
-  board.get('/', async (req, reply) => renderEndpoints(reply, humanOf(req), 200));
+  board.get('/', async (req, reply) => renderEndpoints(reply, humanOf(req), 200, { page: listPageOf((req.query as { page?: unknown } | undefined)?.page) }));
   board.get('/endpoints', async (_req, reply) => reply.redirect('/', 303));
 
   board.post('/endpoints', async (req, reply) => {

@@ -189,13 +189,15 @@ ${chartFigure({ id: 'deliveries', kind: 'deliveries', src, title: 'Deliveries by
 // The endpoints page: a sparkline of pending depth per card
 
 export const SPARKLINES_SRC = '/endpoints/sparklines.json';
+/** The sparklines of the endpoints page `page` shows (its first page: no parameter). */
+export const sparklinesSrc = (page = 1): string => (page > 1 ? `${SPARKLINES_SRC}?page=${page}` : SPARKLINES_SRC);
 
 /** An endpoint's pending depth over the last 24 h, on its card; its table lists the non-zero quarter hours. */
-export function sparkline(endpointId: string, values: readonly number[], from: string, stepSeconds: number): Html {
+export function sparkline(endpointId: string, values: readonly number[], from: string, stepSeconds: number, src: string = SPARKLINES_SRC): Html {
   return chartFigure({
     id: `spark-${endpointId}`,
     kind: 'sparkline',
-    src: SPARKLINES_SRC,
+    src,
     series: endpointId,
     small: true,
     title: 'Pending, 24 h',

@@ -40,7 +40,9 @@ export interface CardData {
   /** Its live OAuth grants (clients connected by URL alone); absent: none. */
   grants?: GrantSummary[];
   /** Its pending depth over the last 24 h (the endpoints page's sparkline); absent on its own page. */
-  pending24h?: { values: number[]; from: string; step_seconds: number };
+  pending24h?: { values: number[]; from: string; step_seconds: number; src?: string };
+  /** On the endpoints page: the page it is on (its forms come back there). */
+  listPage?: number;
 }
 
 export interface CardErrors {
@@ -120,8 +122,11 @@ ${
 
 function cardControls(c: CardData, s: BoardSession, errs: CardErrors, home: 'list' | 'card'): Html {
   const e = c.endpoint;
-  // Card forms come back to the page they were sent from: one of two fixed paths.
-  const back = home === 'list' ? html`<input type="hidden" name="return" value="list">` : '';
+  // Card forms come back to the page they were sent from: one of two fixed paths (the list's page a number).
+  const back =
+    home === 'list'
+      ? html`<input type="hidden" name="return" value="list">${c.listPage && c.listPage > 1 ? html`<input type="hidden" name="page" value="${String(c.listPage)}">` : ''}`
+      : '';
   const id = e.id;
   const overrideLive = c.presence.source === 'agent' || c.presence.source === 'operator';
   const shiftValue = errs.shiftValue ?? e.shift ?? '';
@@ -171,7 +176,7 @@ export function card(c: CardData, s: BoardSession, now: Date, errs: CardErrors =
   <span class="badge state state-${e.state}">${e.state}</span>
 </header>
 ${cardStatus(c, now)}
-${c.pending24h ? sparkline(e.id, c.pending24h.values, c.pending24h.from, c.pending24h.step_seconds) : ''}
+${c.pending24h ? sparkline(e.id, c.pending24h.values, c.pending24h.from, c.pending24h.step_seconds, c.pending24h.src) : ''}
 ${e.state === 'active' ? html`<dl class="facts grants-facts">${grantsFacts(e.id, c.grants ?? [], s, now, home)}</dl>` : ''}
 ${e.state === 'active' ? cardControls(c, s, errs, home) : html`<p class="muted">Endpoint revoked ${time(e.revoked_at)}. Its history stays readable.</p>`}
 </article>`;
@@ -211,11 +216,12 @@ function vendSection(s: BoardSession, f: VendForm): Html {
 </section>`;
 }
 
-/** Revoked endpoints: one short line each (name, slug, when), their cards one click away. */
-function revokedSection(revoked: readonly Endpoint[]): Html {
+/** Revoked endpoints: one short line each (name, slug, when), their cards one click away; the newest `revoked.length` of `total`. */
+function revokedSection(revoked: readonly Endpoint[], total: number): Html {
   if (revoked.length === 0) return html``;
   return html`<section class="revoked-list" id="revoked">
-<h2>Revoked <span class="count">${revoked.length}</span></h2>
+<h2>Revoked <span class="count">${total.toLocaleString('en')}</span></h2>
+${total > revoked.length ? html`<p class="muted">The newest ${revoked.length} of ${total.toLocaleString('en')}.</p>` : ''}
 <table><thead><tr><th>Name</th><th>Slug</th><th>Revoked at</th></tr></thead><tbody>
 ${revoked.map(
   (e) => html`<tr class="revoked-row" id="revoked-${e.id}"><td><a href="${path('/endpoints', e.id)}">${e.agent_name}</a></td><td><code>${e.slug}</code></td><td>${time(e.revoked_at)}</td></tr>`,
@@ -224,20 +230,58 @@ ${revoked.map(
 </section>`;
 }
 
-/** Active endpoints as cards, then the revoked ones as a short list, then the vend form. */
+/** Which active endpoints the page shows: page `page` of `pages`, `size` a page, of `total`. */
+export interface ListPager {
+  page: number;
+  pages: number;
+  size: number;
+  total: number;
+}
+
+/** Active endpoints a page of the endpoints page shows, and revoked ones listed under them (issue 40: 100,000 endpoints). */
+export const ENDPOINTS_PER_PAGE = 50;
+export const REVOKED_SHOWN = 50;
+
+/** `?page=N` of the endpoints page and of its sparklines (a card form's `page` too): a positive integer, else the first. */
+export const listPageOf = (raw: unknown): number => (typeof raw === 'string' && /^[1-9][0-9]{0,8}$/.test(raw) ? Number(raw) : 1);
+
+/** The link to page `n` of the endpoints page (its first: `/`). */
+export const endpointsPageUrl = (n: number): string => (n > 1 ? `/?page=${n}` : '/');
+
+/** Where the page is among the active endpoints, and links to the pages around it. */
+function pagerNav(p: ListPager): Html {
+  if (p.total <= p.size) return html``;
+  const first = (p.page - 1) * p.size + 1;
+  const last = Math.min(p.total, p.page * p.size);
+  const near = [...new Set([1, p.page - 2, p.page - 1, p.page, p.page + 1, p.page + 2, p.pages])].filter((n) => n >= 1 && n <= p.pages).sort((a, b) => a - b);
+  return html`<nav class="pager" aria-label="Endpoint pages">
+<p>Endpoints ${first.toLocaleString('en')}–${last.toLocaleString('en')} of ${p.total.toLocaleString('en')} active, newest first.</p>
+<p>${p.page > 1 ? html`<a rel="prev" href="${endpointsPageUrl(p.page - 1)}">Previous</a> · ` : ''}${near.map((n, i) =>
+    html`${i > 0 && n - near[i - 1]! > 1 ? '… ' : ''}${n === p.page ? html`<strong aria-current="page">${String(n)}</strong>` : html`<a href="${endpointsPageUrl(n)}">${String(n)}</a>`} `,
+  )}${p.page < p.pages ? html`· <a rel="next" href="${endpointsPageUrl(p.page + 1)}">Next</a>` : ''}</p>
+</nav>`;
+}
+
+/**
+ * Active endpoints as cards, a page of them at a time (`pager`; 100,000 cards would be half a
+ * gigabyte of page), then the newest revoked ones as a short list, then the vend form.
+ */
 export function endpointsPage(
   s: BoardSession,
   cards: CardData[],
   revoked: readonly Endpoint[],
   now: Date,
-  opts: { vend?: VendForm; errorsFor?: { id: string; errs: CardErrors } } = {},
+  opts: { vend?: VendForm; errorsFor?: { id: string; errs: CardErrors }; pager?: ListPager; revokedTotal?: number } = {},
 ): string {
+  const pager = opts.pager ?? { page: 1, pages: 1, size: cards.length, total: cards.length };
   return page(
-    { title: 'Endpoints', session: s, liveUrl: opts.vend?.error || opts.errorsFor ? undefined : '/', nav: 'endpoints' },
+    { title: 'Endpoints', session: s, liveUrl: opts.vend?.error || opts.errorsFor ? undefined : endpointsPageUrl(pager.page), nav: 'endpoints' },
     html`<h1>Endpoints</h1>
 ${cards.length === 0 ? html`<p class="empty">${revoked.length ? 'No active endpoints.' : 'No endpoints yet.'} Vend one below; hand its MCP URL and credential to an agent.</p>` : ''}
+${pagerNav(pager)}
 <div class="cards">${cards.map((c) => card(c, s, now, opts.errorsFor?.id === c.endpoint.id ? opts.errorsFor.errs : {}, 'list'))}</div>
-${revokedSection(revoked)}
+${pagerNav(pager)}
+${revokedSection(revoked, opts.revokedTotal ?? revoked.length)}
 ${vendSection(s, opts.vend ?? {})}`,
   );
 }
