@@ -43,7 +43,6 @@ export interface ExpectedPoint {
   digests: number;
 }
 
-const minute = (d: Date) => Math.floor(d.getTime() / 60_000) * 60_000;
 const within = (d: Date | null, s: number, e: number) => d !== null && d.getTime() >= s && d.getTime() < e;
 
 /** A todo's state at instant `m` (this day's todos are never retried: pending, then claimed, then done or failed). */
@@ -56,8 +55,9 @@ function stateAt(t: Rows['todos'][number], m: number): 'pending' | 'claimed' | '
 
 /**
  * Per point of window `w`: what happened in it (by the rows' own timestamps; heard and unheard by
- * the ring's send), and the depth the history loop saw at its last pass whose minute bucket (the
- * minute before the pass) falls in the point; 0 when none did.
+ * the ring's send), and the depth at its end by the rows' timestamps, as far as the history loop's
+ * last pass folded it (issue 40: the depth now, less the changes after the point); before any
+ * pass, 0.
  */
 export function expectedHistory(rows: Rows, w: { from: Date; stepSeconds: number; points: number }, passes: readonly Date[], queue?: string): ExpectedPoint[] {
   const todos = rows.todos.filter((t) => queue === undefined || t.queue === queue);
@@ -71,9 +71,9 @@ export function expectedHistory(rows: Rows, w: { from: Date; stepSeconds: number
     for (const t of claims) hist[waitBin(t.claimed_at!.getTime() - t.created_at.getTime())]!++;
     const finished = (state: string) => todos.filter((t) => t.state === state && within(t.updated_at, s, e));
     const sent = rings.filter((r) => within(r.sent_at, s, e));
-    // The last pass whose bucket is in this point (a later pass in the same minute rewrites it).
-    const pass = [...passes].filter((p) => minute(p) - 60_000 >= s && minute(p) - 60_000 < e).at(-1);
-    const depth = (st: 'pending' | 'claimed') => (pass ? todos.filter((t) => stateAt(t, pass.getTime()) === st).length : 0);
+    // The point's end (a change at it is the next point's), or the last pass if that came first.
+    const last = passes.length ? Math.max(...passes.map((p) => p.getTime())) : null;
+    const depth = (st: 'pending' | 'claimed') => (last === null ? 0 : todos.filter((t) => stateAt(t, Math.min(e - 1, last)) === st).length);
     const heardClaim = sent.filter((r) => r.acked_at && r.ack_via === 'claim').length;
     const heardAck = sent.filter((r) => r.acked_at && r.ack_via === 'ack').length;
     out.push({

@@ -10,15 +10,25 @@ export interface HistoryRow {
   completed: number;
   failed: number;
   dead: number;
-  /** Depth at the bucket's end; null when no snapshot covered it. */
-  pending: number | null;
-  claimed_depth: number | null;
+  /**
+   * Net change of the pending and claimed counts within the point (folded by the history loop,
+   * migration 0031). The depth at a point's end is the depth now less the changes after it.
+   */
+  pending_change: number;
+  claimed_change: number;
   wait_hist: number[] | null;
   rings_sent: number;
   heard_claim: number;
   heard_ack: number;
   unheard: number;
   digests: number;
+}
+
+/** A queue's (or a group's) pending and claimed todos now, as of the history loop's last fold. */
+export interface DepthNow {
+  queue: string;
+  pending: number;
+  claimed: number;
 }
 
 export interface HistoryWindow {
@@ -36,108 +46,127 @@ function windowRows(sql: Sql, humanId: string, endpointIds: readonly string[], w
       select e.id from endpoints e join agents a on a.id = e.agent_id
       where a.owner_human_id = ${humanId} and e.id = any(${sql.array([...endpointIds])}::uuid[])
     ), buckets as not materialized (
-      select h.bucket, h.endpoint_id, h.queue, h.created, h.claimed, h.completed, h.failed, h.dead, h.pending, h.claimed_depth,
+      select h.bucket, h.endpoint_id, h.queue, h.created, h.claimed, h.completed, h.failed, h.dead, h.pending_change, h.claimed_change,
              h.wait_hist, h.rings_sent, h.heard_claim, h.heard_ack, h.unheard, h.digests
       from todo_history h
       where h.width = ${w.width} and h.endpoint_id in (select id from owned) and h.bucket >= ${w.from} and h.bucket < ${w.to}
       union all
-      -- Minutes the history loop has not folded yet (the current one, at least).
-      select d.bucket, d.endpoint_id, d.queue, d.created, d.claimed, d.completed, d.failed, d.dead, null, null,
+      -- Minutes the history loop has not folded yet (the current one, at least); their depth
+      -- changes are not in the depth now either.
+      select d.bucket, d.endpoint_id, d.queue, d.created, d.claimed, d.completed, d.failed, d.dead, 0, 0,
              d.wait_hist, d.rings_sent, d.heard_claim, d.heard_ack, d.unheard, d.digests
       from todo_history_delta d
       where d.endpoint_id in (select id from owned) and d.bucket >= ${w.from} and d.bucket < ${w.to}
+    ), depth_now as (
+      select d.endpoint_id, d.queue, d.pending, d.claimed from todo_depth d
+      where d.endpoint_id in (select id from owned) and (d.pending <> 0 or d.claimed <> 0)
     )`;
 }
 
 /** The start of the point a row's bucket falls in (date_part is a double, where extract's numeric is slow). */
 const pointOf = (sql: Sql, w: HistoryWindow) => sql`to_timestamp(floor(date_part('epoch', b.bucket) / ${w.stepSeconds}) * ${w.stepSeconds})`;
 
-/**
- * A group's depth at its point's end: the last snapshot's, as [epoch, pending, claimed_depth]
- * (max of an array compares its first element first: the latest bucket), a plain aggregate, so a
- * group needs no sort of its rows.
- */
-const LAST_DEPTH = `max(array[date_part('epoch', b.bucket)::bigint, b.pending, b.claimed_depth]) filter (where b.pending is not null)`;
-
 const COUNT_SUMS = `sum(b.created)::int as created, sum(b.claimed)::int as claimed, sum(b.completed)::int as completed,
       sum(b.failed)::int as failed, sum(b.dead)::int as dead,
+      sum(b.pending_change)::int as pending_change, sum(b.claimed_change)::int as claimed_change,
       sum(b.rings_sent)::int as rings_sent, sum(b.heard_claim)::int as heard_claim, sum(b.heard_ack)::int as heard_ack,
       sum(b.unheard)::int as unheard, sum(b.digests)::int as digests`;
 
+/** A depth-now line in a read's rows: no bucket, its counts in the change columns. */
+const DEPTH_NOW_ROW = (group: string) => `null::timestamptz as bucket, ${group}, 0, 0, 0, 0, 0, sum(n.pending)::int, sum(n.claimed)::int, 0, 0, 0, 0, 0, null::integer[]`;
+
+type Split<R> = { rows: R[]; now: (DepthNow & Omit<R, keyof HistoryRow>)[] };
+function split<R extends HistoryRow>(all: readonly (R & { bucket: Date | null })[]): Split<R> {
+  const rows: R[] = [];
+  const now: (DepthNow & Omit<R, keyof HistoryRow>)[] = [];
+  for (const r of all) {
+    if (r.bucket === null) {
+      const { pending_change, claimed_change, ...rest } = r;
+      now.push({ ...(rest as unknown as Omit<R, keyof HistoryRow>), queue: r.queue, pending: pending_change, claimed: claimed_change });
+    } else rows.push(r);
+  }
+  return { rows, now };
+}
+
 /**
  * The buckets of the caller's endpoints in the window, per (point, endpoint, queue), summed over
- * the width's buckets in each point (folded and not). Depth is the last snapshot in the point.
- * Human-scoped: endpoints the human does not own contribute nothing.
+ * the width's buckets in each point (folded and not), and each of their queues' depth now, read
+ * together (one snapshot). Human-scoped: endpoints the human does not own contribute nothing.
  */
 export async function historyOf(
   sql: Sql,
   humanId: string,
   endpointIds: readonly string[],
   w: HistoryWindow,
-): Promise<(HistoryRow & { endpoint_id: string })[]> {
-  if (endpointIds.length === 0) return [];
-  const rows = await sql<(Omit<HistoryRow, 'pending' | 'claimed_depth'> & { endpoint_id: string; depth: string[] | null })[]>`
+): Promise<Split<HistoryRow & { endpoint_id: string }>> {
+  if (endpointIds.length === 0) return { rows: [], now: [] };
+  const rows = await sql<(HistoryRow & { endpoint_id: string; bucket: Date | null })[]>`
     with ${windowRows(sql, humanId, endpointIds, w)}
-    select ${pointOf(sql, w)} as bucket, b.endpoint_id, b.queue, ${sql.unsafe(COUNT_SUMS)},
-      ${sql.unsafe(LAST_DEPTH)} as depth, ${sql.unsafe(histSumSql('b.wait_hist'))} as wait_hist
-    from buckets b
-    group by 1, 2, 3
-    order by 1, 2, 3`;
-  return rows.map(({ depth, ...r }) => ({ ...r, pending: depth ? Number(depth[1]) : null, claimed_depth: depth ? Number(depth[2]) : null }));
+    select bucket, endpoint_id, queue, created, claimed, completed, failed, dead, pending_change, claimed_change,
+           rings_sent, heard_claim, heard_ack, unheard, digests, wait_hist from (
+      select ${pointOf(sql, w)} as bucket, b.endpoint_id, b.queue, ${sql.unsafe(COUNT_SUMS)},
+        ${sql.unsafe(histSumSql('b.wait_hist'))} as wait_hist
+      from buckets b
+      group by 1, 2, 3
+    ) g
+    union all
+    select ${sql.unsafe(DEPTH_NOW_ROW('n.endpoint_id, n.queue'))} from depth_now n group by n.endpoint_id, n.queue
+    order by 1 nulls first, 2, 3`;
+  return split(rows);
 }
 
 /**
  * The buckets of the caller's endpoints in the window per (point, queue), summed over the
- * endpoints: counts and histograms added, depth the sum of each endpoint's last snapshot in the
- * point (the todos page's chart). What historyOf's rows add up to per queue, without a row per
- * endpoint: 96 points of a few queues come back for 10,000 endpoints, not a million rows.
+ * endpoints: counts, histograms and depth changes added, and each queue's depth now summed over
+ * the endpoints (the todos page's chart). What historyOf's rows add up to per queue, without a row
+ * per endpoint: 96 points of a few queues come back for 10,000 endpoints, not a million rows.
  */
-export async function queueHistoryOf(sql: Sql, humanId: string, endpointIds: readonly string[], w: HistoryWindow): Promise<HistoryRow[]> {
-  if (endpointIds.length === 0) return [];
-  return sql<HistoryRow[]>`
-    with ${windowRows(sql, humanId, endpointIds, w)},
-    counts as (
-      select ${pointOf(sql, w)} as point, b.queue, ${sql.unsafe(COUNT_SUMS)}, ${sql.unsafe(histSumSql('b.wait_hist'))} as wait_hist
+export async function queueHistoryOf(sql: Sql, humanId: string, endpointIds: readonly string[], w: HistoryWindow): Promise<Split<HistoryRow>> {
+  if (endpointIds.length === 0) return { rows: [], now: [] };
+  const rows = await sql<(HistoryRow & { bucket: Date | null })[]>`
+    with ${windowRows(sql, humanId, endpointIds, w)}
+    select bucket, queue, created, claimed, completed, failed, dead, pending_change, claimed_change,
+           rings_sent, heard_claim, heard_ack, unheard, digests, wait_hist from (
+      select ${pointOf(sql, w)} as bucket, b.queue, ${sql.unsafe(COUNT_SUMS)}, ${sql.unsafe(histSumSql('b.wait_hist'))} as wait_hist
       from buckets b group by 1, 2
-    ), depth as (
-      select point, queue, sum(d[2])::int as pending, sum(d[3])::int as claimed_depth
-      from (select ${pointOf(sql, w)} as point, b.endpoint_id, b.queue, ${sql.unsafe(LAST_DEPTH)} as d from buckets b where b.pending is not null group by 1, 2, 3) last
-      group by 1, 2
-    )
-    select c.point as bucket, c.queue, c.created, c.claimed, c.completed, c.failed, c.dead, d.pending, d.claimed_depth, c.wait_hist,
-           c.rings_sent, c.heard_claim, c.heard_ack, c.unheard, c.digests
-    from counts c left join depth d using (point, queue)
-    order by 1, 2`;
+    ) g
+    union all
+    select ${sql.unsafe(DEPTH_NOW_ROW('n.queue'))} from depth_now n group by n.queue
+    order by 1 nulls first, 2`;
+  return split(rows);
 }
 
 /**
- * Per endpoint, its pending depth at each point of the window: the sum over its queues of the
- * last snapshot in the point, as parallel arrays of point indexes (0 at `w.from`) and depths.
- * Only snapshot rows are read (the deltas carry no depth), and only their depth.
+ * Per endpoint, what its pending depth over the window is made of: its pending todos now (over
+ * its queues) and the net change of them in each point with any, as parallel arrays of point
+ * indexes (0 at `w.from`) and changes. Only the changes are read, not the buckets' counts.
  */
 export async function pendingDepthOf(
   sql: Sql,
   humanId: string,
   endpointIds: readonly string[],
   w: HistoryWindow,
-): Promise<{ endpoint_id: string; points: number[]; pending: number[] }[]> {
+): Promise<{ endpoint_id: string; now: number; points: number[]; changes: number[] }[]> {
   if (endpointIds.length === 0) return [];
   const from = w.from.getTime() / 1000;
-  return sql<{ endpoint_id: string; points: number[]; pending: number[] }[]>`
+  return sql<{ endpoint_id: string; now: number; points: number[]; changes: number[] }[]>`
     with owned as (
       select e.id from endpoints e join agents a on a.id = e.agent_id
       where a.owner_human_id = ${humanId} and e.id = any(${sql.array([...endpointIds])}::uuid[])
-    ), last as (
-      select b.endpoint_id, floor((date_part('epoch', b.bucket) - ${from}) / ${w.stepSeconds})::int as point,
-             max(array[date_part('epoch', b.bucket)::bigint, b.pending]) as d
+    ), changes as (
+      select b.endpoint_id, floor((date_part('epoch', b.bucket) - ${from}) / ${w.stepSeconds})::int as point, sum(b.pending_change)::int as change
       from todo_history b
       where b.width = ${w.width} and b.endpoint_id in (select id from owned) and b.bucket >= ${w.from} and b.bucket < ${w.to}
-        and b.pending is not null
-      group by b.endpoint_id, 2, b.queue
+        and b.pending_change <> 0
+      group by 1, 2
+    ), now as (
+      select d.endpoint_id, sum(d.pending)::int as now from todo_depth d where d.endpoint_id in (select id from owned) group by 1
     )
-    select endpoint_id, array_agg(point order by point) as points, array_agg(pending order by point) as pending
-    from (select endpoint_id, point, sum(d[2])::int as pending from last group by 1, 2) p
-    group by 1`;
+    select o.id as endpoint_id, coalesce(n.now, 0) as now,
+           coalesce(array_agg(c.point order by c.point) filter (where c.point is not null), '{}') as points,
+           coalesce(array_agg(c.change order by c.point) filter (where c.point is not null), '{}') as changes
+    from owned o left join now n on n.endpoint_id = o.id left join changes c on c.endpoint_id = o.id
+    group by o.id, n.now`;
 }
 
 /**
