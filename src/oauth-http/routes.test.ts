@@ -65,6 +65,23 @@ describe('POST /oauth/register', () => {
   });
 });
 
+describe('limits on the public OAuth routes', () => {
+  it('registration and the token endpoint share a per-address budget of 20, then 429 with Retry-After; a body over 64 KiB is 413', async () => {
+    const big = await register({ client_name: 'x'.repeat(70 * 1024), redirect_uris: [REDIRECT] });
+    expect(big.status).toBe(413);
+    expect(big.json.error).toBe('invalid_request');
+    const answers: number[] = [];
+    for (let i = 0; i < 12; i++) answers.push((await register({ redirect_uris: [REDIRECT] })).status);
+    for (let i = 0; i < 12; i++) answers.push((await token({ grant_type: 'refresh_token', refresh_token: 'sbr_x', client_id: 'c' })).status);
+    // The clock is frozen within a test: the burst is all there is.
+    expect(answers.slice(0, 20).every((s) => s !== 429)).toBe(true);
+    expect(answers.slice(20)).toEqual([429, 429, 429, 429]);
+    const refused = await token({ grant_type: 'refresh_token', refresh_token: 'sbr_x', client_id: 'c' });
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+});
+
 describe('authorize, consent and token', () => {
   it('an endpoint grant: consent names the endpoint, the code buys a token that opens only that MCP URL', async () => {
     const ep = await vend(alice, 'oauth-agent', ['reviews']);

@@ -240,9 +240,7 @@ export class OAuthServer {
   async revokeApiGrant(humanId: string, grantId: string): Promise<OAuthGrant> {
     const grant = (await apiGrantsOf(this.base.sql, humanId)).find((g) => g.id === grantId);
     if (!grant) throw notFound(`you have no live API grant ${grantId}`);
-    await revokeGrant(this.base.sql, grant.id, 'revoked by its human', this.base.clock.now());
-    audit(this.base.log, 'oauth.revoke_grant', operatorActor(humanId), { grant_id: grant.id, endpoint_id: null });
-    return grant;
+    return this.#revokeByItsHuman(humanId, grant);
   }
 
   /** The live grants of each of the human's endpoints (the board's cards). */
@@ -255,8 +253,13 @@ export class OAuthServer {
     const endpoint = await resolveOwnEndpoint(this.base.sql, humanId, ref);
     const grant = (await endpointGrants(this.base.sql, endpoint.id)).find((g) => g.id === grantId);
     if (!grant) throw notFound(`endpoint ${endpoint.slug} has no live grant ${grantId}`);
+    return this.#revokeByItsHuman(humanId, grant);
+  }
+
+  /** One revocation by the human who holds the grant, with its audit line. */
+  async #revokeByItsHuman(humanId: string, grant: OAuthGrant): Promise<OAuthGrant> {
     await revokeGrant(this.base.sql, grant.id, 'revoked by its human', this.base.clock.now());
-    audit(this.base.log, 'oauth.revoke_grant', operatorActor(humanId), { grant_id: grant.id, endpoint_id: endpoint.id });
+    audit(this.base.log, 'oauth.revoke_grant', operatorActor(humanId), { grant_id: grant.id, endpoint_id: grant.endpoint_id });
     return grant;
   }
 }
