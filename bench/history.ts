@@ -42,7 +42,7 @@ import { connect } from '../src/db/connect.ts';
 import { ManualClock, systemClock } from '../src/lib/clock.ts';
 import { createLogger } from '../src/lib/log.ts';
 import { HistoryService } from '../src/services/history.ts';
-import { foldHistoryDeltasUnscoped, pruneHistoryUnscoped, rollUpHoursUnscoped, snapshotDepthUnscoped } from '../src/store/history/index.ts';
+import { foldHistoryDeltasUnscoped, pruneHistoryUnscoped, rollUpHoursUnscoped } from '../src/store/history/index.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { createLoginLink } from '../src/store/web-sessions.ts';
@@ -423,17 +423,18 @@ async function loadHistory(sql: Sql, humanId: string, now: Date, todos: number):
   return { seconds: (performance.now() - started) / 1000, rows: c!.rows, bytes: c!.bytes, busyEndpoints: c!.busy, queues: c!.queues, liveTodos: c!.live };
 }
 
-/** Delta rows a busy queue's triggers append in a minute (a statement's pushes, claims or completions: one each). */
+/** Rows a busy queue's triggers append in a minute (a row per push, claim or completion). */
 const DELTAS_PER_MINUTE = 10;
 
 /** The triggers' deltas of the busy queues: a closed minute's (what a fold takes) and, with `current`, half as many of this minute. */
 async function seedDeltas(sql: Sql, now: Date, current: boolean): Promise<void> {
   const minute = new Date(Math.floor(now.getTime() / 60_000) * 60_000);
   await sql`
-    insert into todo_history_delta (bucket, endpoint_id, queue, created, claimed, completed, wait_hist, rings_sent, heard_claim)
+    insert into todo_history_delta (bucket, endpoint_id, queue, created, claimed, completed, pending_change, claimed_change, wait_bin, rings_sent, heard_claim)
     select ${minute}::timestamptz - case when d < ${DELTAS_PER_MINUTE} then interval '1 minute' else interval '0' end, e.id, q.queue,
            (d % 3 = 0)::int, (d % 3 = 1)::int, (d % 3 = 2)::int,
-           case when d % 3 = 1 then (select array_agg(case when b = 10 + d % 5 then 1 else 0 end order by b) from generate_series(0, 47) b) end,
+           case d % 3 when 0 then 1 when 1 then -1 else 0 end, case d % 3 when 0 then 0 when 1 then 1 else -1 end,
+           case when d % 3 = 1 then 10 + d % 5 end,
            (d % 3 = 0)::int, (d % 3 = 1)::int
     from endpoints e cross join lateral unnest(e.scope_queues) as q(queue)
     cross join generate_series(0, ${current ? Math.floor(DELTAS_PER_MINUTE * 1.5) : DELTAS_PER_MINUTE} - 1) d
@@ -543,8 +544,10 @@ async function reads(url: string, sql: Sql): Promise<Reads> {
     const r = await history.maintain();
     return `${int(r.depthRows)} depth rows, ${int(r.hourRows)} hour rows, ${int(r.pruned)} pruned`;
   }, closedMinute));
-  show(await timeRead('  foldDeltas', pool, READS, async () => `${int((await foldHistoryDeltasUnscoped(pool.sql, now)).rows)} rows`, closedMinute));
-  show(await timeRead('  snapshotDepth', pool, READS, async () => `${int(await snapshotDepthUnscoped(pool.sql, now))} rows`));
+  show(await timeRead('  foldDeltas', pool, READS, async () => {
+    const folded = await foldHistoryDeltasUnscoped(pool.sql, now);
+    return `${int(folded.rows)} minute rows, ${int(folded.queues)} depth rows`;
+  }, closedMinute));
   show(await timeRead('  rollUpHours (2 h)', pool, READS, async () => `${int(await rollUpHoursUnscoped(pool.sql, new Date(now.getTime() - 2 * 3600_000), now))} rows`));
   show(await timeRead('  prune', pool, READS, async () => `${int(await pruneHistoryUnscoped(pool.sql, now, 10_000))} rows`));
 

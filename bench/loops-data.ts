@@ -251,11 +251,9 @@ export async function loadLoopData(sql: Sql, sizes: LoopSizes, now: Date): Promi
     select 'h', $2::timestamptz - interval '30 days' - h * interval '1 hour', bq.endpoint_id, bq.queue, 90, 80, 80, 0, 0, 60, 50
     from ${busyQueues}, generate_series(1, 6) h`, [minute, hour]);
   await sql.unsafe(`
-    insert into todo_history_delta (bucket, endpoint_id, queue, created, claimed, completed, rings_sent)
-    select $1::timestamptz - interval '1 minute', bq.endpoint_id, bq.queue, 2, 1, 1, 1 from ${busyQueues}`, [minute]);
-  await sql.unsafe(`
-    insert into todo_depth_delta (bucket, endpoint_id, queue, pending, claimed)
-    select $1::timestamptz - interval '1 minute', bq.endpoint_id, bq.queue, 1, 0 from ${busyQueues}`, [minute]);
+    insert into todo_history_delta (bucket, endpoint_id, queue, created, claimed, completed, rings_sent, pending_change, wait_bin)
+    select $1::timestamptz - interval '1 minute', bq.endpoint_id, bq.queue, r.created, r.claimed, r.completed, r.rings_sent, r.pending_change, r.wait_bin
+    from ${busyQueues}, (values (1, 0, 0, 1, 1, null::smallint), (1, 0, 0, 0, 1, null), (0, 1, 0, 0, -1, 12), (0, 0, 1, 0, 0, null)) as r(created, claimed, completed, rings_sent, pending_change, wait_bin)`, [minute]);
 
   await sql`alter table todos enable trigger todo_history_insert, enable trigger todo_history_update, enable trigger todo_history_delete`;
   await sql`alter table doorbell_rings enable trigger ring_history_insert, enable trigger ring_history_update`;

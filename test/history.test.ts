@@ -109,6 +109,46 @@ describe('GET /api/v1/endpoints/{ref}/history', () => {
     expect((await apiCaller(apps[0]!.url, other.token)('GET', `/api/v1/endpoints/${e.slug}/history`)).status).toBe(404);
   });
 
+  it('answers the minutes the loop has not folded yet as it answers them once folded: counts, wait and depth', async () => {
+    const owner = await humanWithToken(db.sql);
+    const api = apiCaller(apps[0]!.url, owner.token);
+    const e = await vend(api, { name: 'unfolded', queues: ['reviews'] });
+    clock.set(new Date('2026-03-12T08:00:05Z'));
+    for (let i = 0; i < 3; i++) expect((await api('POST', `/api/v1/endpoints/${e.slug}/todos`, { title: `u${i}`, queue: 'reviews' })).status).toBe(201);
+    clock.set(new Date('2026-03-12T08:01:40Z'));
+    const agent = await connectAgent(apps[1]!, e, { track: clients });
+    const claimed = await agent.call('claim_next', { queue: 'reviews' });
+    expect(await agent.call('complete', { id: claimed.todo.id })).toMatchObject({ state: 'done' });
+    await agent.call('claim_next', { queue: 'reviews' });
+    const read = async () => {
+      const view = (await api('GET', `/api/v1/endpoints/${e.slug}/history?range=1h`)).json as { points: Point[] };
+      const pick = (iso: string) => view.points.find((p) => p.t === new Date(iso).toISOString());
+      return { first: pick('2026-03-12T08:00:00Z'), second: pick('2026-03-12T08:01:00Z') };
+    };
+    const before = await read();
+    expect(await db.sql`select count(*)::int as n from todo_history where endpoint_id = ${e.id}`).toEqual([{ n: 0 }]);
+    expect(before.first).toMatchObject({ created: 3, pending: 3, claimed_depth: 0 });
+    expect(before.second).toMatchObject({ claimed: 2, completed: 1, pending: 1, claimed_depth: 1 });
+    expect(before.second!.wait_p50_ms).toBeGreaterThanOrEqual(90_000);
+
+    clock.set(new Date('2026-03-12T08:02:10Z'));
+    await apps[0]!.services.history.maintain();
+    expect(await db.sql`select count(*)::int as n from todo_history_delta where endpoint_id = ${e.id}`).toEqual([{ n: 0 }]);
+    expect(await db.sql`select pending, claimed from todo_depth where endpoint_id = ${e.id}`).toEqual([{ pending: 1, claimed: 1 }]);
+    expect(await read()).toEqual(before);
+  });
+
+  it('refuses to move a todo to another queue or endpoint, which the depth history could not follow', async () => {
+    const owner = await humanWithToken(db.sql);
+    const api = apiCaller(apps[0]!.url, owner.token);
+    const e = await vend(api, { name: 'stays', queues: ['reviews', 'inbox'] });
+    const pushed = (await api('POST', `/api/v1/endpoints/${e.slug}/todos`, { title: 'here', queue: 'reviews' })).json as { id: string };
+    await expect(db.sql`update todos set queue = 'inbox' where id = ${pushed.id}`).rejects.toMatchObject({ code: '23514' });
+    expect(await db.sql`select queue from todos where id = ${pushed.id}`).toEqual([{ queue: 'reviews' }]);
+    // Setting them to what they are changes nothing and passes.
+    await db.sql`update todos set queue = queue, endpoint_id = endpoint_id where id = ${pushed.id}`;
+  });
+
   it('a ring marked unheard hours after it was sent lands in its own hour of the week view', async () => {
     const owner = await humanWithToken(db.sql);
     const api = apiCaller(apps[0]!.url, owner.token);

@@ -1,5 +1,5 @@
 import { WINDOWS, waitQuantileMs, windowAt, type HistoryRange } from '../domain/history.ts';
-import { foldDepthChangesUnscoped, foldHistoryDeltasUnscoped, historyOf, pendingDepthOf, pruneHistoryUnscoped, queueHistoryOf, webhookDeliveriesOf, type DepthNow, type HistoryRow } from '../store/history/index.ts';
+import { foldHistoryDeltasUnscoped, historyOf, pendingDepthOf, pruneHistoryUnscoped, queueHistoryOf, webhookDeliveriesOf, type DepthNow, type HistoryRow } from '../store/history/index.ts';
 import type { ServiceBase } from './base.ts';
 
 /** One point of an endpoint's (or a queue's) history, as the API, the board's JSON and its tables show it. */
@@ -154,23 +154,22 @@ export class HistoryService {
   }
 
   /**
-   * One pass of the history loop: the triggers' deltas of closed minutes folded into their minute
-   * and hour buckets, the depth changes folded into every queue's depth and their buckets, and
-   * pruning past the keep. Each step's work is what changed since the last pass (issue 40: the
-   * snapshot of every queue and the rollup of two hours of minutes took 12.8 s a pass at 100,000
-   * endpoints and 1,000,000 pending). Safe on every instance. `depthRows`: queues whose depth
-   * changed; `hourRows`: minute buckets folded (each added to its hour as well).
+   * One pass of the history loop: the triggers' rows of closed minutes folded into their minute
+   * and hour buckets and into every queue's depth, and pruning past the keep. Each step's work is
+   * what changed since the last pass (issue 40: the snapshot of every queue and the rollup of two
+   * hours of minutes took 12.8 s a pass at 100,000 endpoints and 1,000,000 pending). Safe on every
+   * instance. `depthRows`: queues whose depth changed; `hourRows`: minute buckets folded (each
+   * added to its hour as well).
    */
   async maintain(batch = 10_000): Promise<{ depthRows: number; hourRows: number; pruned: number }> {
     const now = this.base.clock.now();
     const folded = await foldHistoryDeltasUnscoped(this.base.sql, now);
-    const depthRows = await foldDepthChangesUnscoped(this.base.sql);
     const pruned = await pruneHistoryUnscoped(this.base.sql, now, batch);
-    return { depthRows, hourRows: folded.rows, pruned };
+    return { depthRows: folded.queues, hourRows: folded.rows, pruned };
   }
 }
 
 export { WINDOWS };
 
-/** The history loop runs each minute: the last minute's deltas and depth changes folded. */
+/** The history loop runs each minute: the last minute's changes folded. */
 export const HISTORY_INTERVAL_MS = 60_000;

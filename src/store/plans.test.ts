@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../test/support/app.ts';
 import type { Sql } from '../db/connect.ts';
 import { windowAt } from '../domain/history.ts';
-import { foldDepthChangesUnscoped, foldHistoryDeltasUnscoped, historyOf, pendingDepthOf, pruneHistoryUnscoped, queueHistoryOf } from './history/index.ts';
+import { foldHistoryDeltasUnscoped, historyOf, pendingDepthOf, pruneHistoryUnscoped, queueHistoryOf } from './history/index.ts';
 import { insertRing, markUnheardRingsUnscoped } from './rings.ts';
 import { countEndpointTodos } from './board.ts';
 import { listOwnEndpointsPage } from './endpoints.ts';
@@ -601,29 +601,25 @@ describe('unheard ring sweep plans', () => {
         insert into todo_history (width, bucket, endpoint_id, queue, created)
         select 'm', ${now}::timestamptz - interval '49 hours' - m * interval '1 minute', e.id, 'work', 1
         from unnest(${loopEndpoints}::uuid[]) e(id), generate_series(1, 5) m`;
-      // A pass's deltas: the last closed minute's, of every queue (the fixture's own went in one statement).
+      // A pass's rows: the last closed minute's, of every queue (the fixture's own went in one statement).
       await db.sql`delete from todo_history_delta`;
-      await db.sql`delete from todo_depth_delta`;
       await db.sql`
-        insert into todo_history_delta (bucket, endpoint_id, queue, created, claimed)
-        select ${now}::timestamptz - interval '1 minute', e.id, q, 2, 1 from unnest(${loopEndpoints}::uuid[]) e(id), unnest(array['work', 'review']) q`;
-      await db.sql`
-        insert into todo_depth_delta (bucket, endpoint_id, queue, pending, claimed)
-        select ${now}::timestamptz - interval '1 minute', e.id, q, 1, 0 from unnest(${loopEndpoints}::uuid[]) e(id), unnest(array['work', 'review']) q`;
+        insert into todo_history_delta (bucket, endpoint_id, queue, created, claimed, pending_change, wait_bin)
+        select ${now}::timestamptz - interval '1 minute', e.id, q, c.created, c.claimed, c.pending_change, c.wait_bin
+        from unnest(${loopEndpoints}::uuid[]) e(id), unnest(array['work', 'review']) q,
+             (values (1, 0, 1, null::smallint), (0, 1, -1, 7::smallint)) c(created, claimed, pending_change, wait_bin)`;
       await db.sql`analyze todo_history`;
       await db.sql`analyze todo_history_delta`;
-      await db.sql`analyze todo_depth_delta`;
     });
 
-    it('folds deltas and depth changes and prunes through their indexes; no statement reads todos (generic and custom plans)', async () => {
+    it('folds the changes and prunes through their indexes; no statement reads todos (generic and custom plans)', async () => {
       const statements = await capturedAll(async (sql) => {
         await foldHistoryDeltasUnscoped(sql, now);
-        await foldDepthChangesUnscoped(sql);
         await pruneHistoryUnscoped(sql, now, 1000);
       }, /todo_history|todo_depth/);
-      expect(statements).toHaveLength(4);
+      expect(statements).toHaveLength(3);
       // Each statement's indexes: read, or the arbiter of its ON CONFLICT.
-      const expected = [['todo_history_pkey'], ['todo_depth_pkey', 'todo_history_pkey', 'endpoints_pkey'], ['todo_history_bucket_idx'], ['todo_history_bucket_idx']];
+      const expected = [['todo_history_pkey', 'todo_depth_pkey', 'endpoints_pkey'], ['todo_history_bucket_idx'], ['todo_history_bucket_idx']];
       for (const [i, { text, params }] of statements.entries()) {
         for (const generic of [false, true]) {
           const nodes = await planNodes(text, params, generic);
@@ -634,8 +630,8 @@ describe('unheard ring sweep plans', () => {
           const what = `statement ${i + 1} (${generic ? 'generic' : 'custom'}): ${scans.join(', ')}`;
           for (const index of expected[i]!) expect(scans, what).toContain(index);
           expect(scans.filter((x) => x === 'seq:todos' || x.startsWith('todos_')), what).toEqual([]);
-          // The delta tables are read whole (every closed minute is folded): they hold a minute or two.
-          expect(scans.filter((x) => x.startsWith('seq:') && x !== 'seq:todo_depth_delta' && x !== 'seq:todo_history_delta'), what).toEqual([]);
+          // The triggers' table is read whole (every closed minute is folded): it holds a minute or two.
+          expect(scans.filter((x) => x.startsWith('seq:') && x !== 'seq:todo_history_delta'), what).toEqual([]);
         }
       }
     });

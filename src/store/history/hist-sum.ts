@@ -10,3 +10,12 @@ export function histSumSql(col: string): string {
   const bins = Array.from({ length: WAIT_BINS }, (_, i) => `coalesce(sum(${col}[${i + 1}]), 0)`);
   return `case when count(${col}) > 0 then array[${bins.join(', ')}]::integer[] end`;
 }
+
+/**
+ * SQL for the claim-wait histogram of a group's bins (a row per claim, migration 0032; null when
+ * the group has none): one native count per bin. For an aggregate query's select list.
+ */
+export function histOfBinsSql(col: string): string {
+  const bins = Array.from({ length: WAIT_BINS }, (_, i) => `count(*) filter (where ${col} = ${i})`);
+  return `case when count(${col}) > 0 then array[${bins.join(', ')}]::integer[] end`;
+}

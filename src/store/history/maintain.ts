@@ -1,5 +1,5 @@
 import type { Sql } from '../../db/connect.ts';
-import { histSumSql } from './hist-sum.ts';
+import { histOfBinsSql, histSumSql } from './hist-sum.ts';
 
 /** Minute buckets are kept two days, hour buckets thirty (issue 39). */
 export const MINUTE_HISTORY_MS = 48 * 3600_000;
@@ -8,88 +8,53 @@ export const HOUR_HISTORY_MS = 30 * 86_400_000;
 const minuteOf = (at: Date) => new Date(Math.floor(at.getTime() / 60_000) * 60_000);
 const hourOf = (at: Date) => new Date(Math.floor(at.getTime() / 3600_000) * 3600_000);
 
+const COUNT_COLUMNS = ['created', 'claimed', 'completed', 'failed', 'dead', 'pending_change', 'claimed_change', 'rings_sent', 'heard_claim', 'heard_ack', 'unheard', 'digests'];
+const sums = (from: string) => COUNT_COLUMNS.map((c) => `sum(${from}${c}) as ${c}`).join(', ');
+
 /**
- * Folds the triggers' depth changes (migration 0031) into every queue's depth now (todo_depth) and
- * into the changes of their minute and hour buckets (pending_change, claimed_change), in one
- * statement: the changes it deletes are the ones it adds, so two instances folding at once count
- * each once. A read's depth at a point's end is the depth now less the changes after the point
- * (read.ts), so a queue that did not change writes nothing: the work is the changes, not the
- * queues (a count of every live todo and a row per queue each minute took 6.6 s at 1,000,000
- * pending over 100,000 endpoints; issue 40). Answers how many queues changed.
+ * Folds the triggers' rows (a row per change, migration 0032) of minutes before `before` into
+ * their minute buckets, their hour buckets and every queue's depth now (todo_depth), in one
+ * statement: the rows it deletes are the ones it adds, so two instances folding at once count each
+ * once. An hour is added to as its minutes are folded (a late row, a ring found unheard hours after
+ * it was sent, adds to its own old minute and hour), so no pass reads the minutes again to roll
+ * them up. A read's depth at a point's end is the depth now less the changes after it (read.ts), so
+ * a queue that did not change writes nothing: the work is the changes, not the queues (a count of
+ * every live todo each minute took 6.6 s at 1,000,000 pending over 100,000 endpoints; issue 40).
+ * Answers the minute buckets written, the earliest of them, and the queues whose depth changed.
  */
-export async function foldDepthChangesUnscoped(sql: Sql): Promise<number> {
-  const [row] = await sql<{ queues: number }[]>`
-    with moved as (delete from todo_depth_delta returning bucket, endpoint_id, queue, pending, claimed),
+export async function foldHistoryDeltasUnscoped(sql: Sql, before: Date): Promise<{ rows: number; earliest: Date | null; queues: number }> {
+  const [row] = await sql<{ rows: number; earliest: Date | null; queues: number }[]>`
+    with moved as (delete from todo_history_delta where bucket < ${minuteOf(before)} returning *),
     kept as (
-      -- A change of an endpoint deleted meanwhile goes with it (a probe per change, endpoints_pkey:
-      -- as EXISTS the planner hashed every endpoint for a minute's few changes).
+      -- The rows of an endpoint deleted meanwhile go with it (a probe per row, endpoints_pkey: as
+      -- EXISTS the planner hashed every endpoint for a minute's few rows).
       select m.* from moved m where (select true from endpoints e where e.id = m.endpoint_id)
-    ), queues as (
-      select endpoint_id, queue, sum(pending)::int as pending, sum(claimed)::int as claimed from kept
-      group by 1, 2 having sum(pending) <> 0 or sum(claimed) <> 0
-    ), now as (
+    ), minutes as (
+      select bucket, endpoint_id, queue, ${sql.unsafe(sums(''))}, ${sql.unsafe(histOfBinsSql('wait_bin'))} as wait_hist
+      from kept group by bucket, endpoint_id, queue
+    ), hours as (
+      select date_trunc('hour', bucket) as bucket, endpoint_id, queue, ${sql.unsafe(sums(''))}, ${sql.unsafe(histSumSql('wait_hist'))} as wait_hist
+      from minutes group by 1, 2, 3
+    ), buckets as (
+      insert into todo_history as h (width, bucket, endpoint_id, queue, ${sql.unsafe(COUNT_COLUMNS.join(', '))}, wait_hist)
+      select 'm', * from minutes
+      union all
+      select 'h', * from hours
+      on conflict (width, endpoint_id, bucket, queue) do update set
+        ${sql.unsafe(COUNT_COLUMNS.map((c) => `${c} = h.${c} + excluded.${c}`).join(', '))},
+        wait_hist = history_hist_add(h.wait_hist, excluded.wait_hist)
+      returning width, bucket
+    ), depth as (
       insert into todo_depth as d (endpoint_id, queue, pending, claimed)
-      select endpoint_id, queue, pending, claimed from queues
+      select endpoint_id, queue, sum(pending_change), sum(claimed_change) from minutes
+      group by 1, 2 having sum(pending_change) <> 0 or sum(claimed_change) <> 0
       on conflict (endpoint_id, queue) do update set pending = d.pending + excluded.pending, claimed = d.claimed + excluded.claimed
       returning 1
-    ), buckets as (
-      insert into todo_history as h (width, bucket, endpoint_id, queue, pending_change, claimed_change)
-      select 'm', bucket, endpoint_id, queue, sum(pending), sum(claimed) from kept
-      group by bucket, endpoint_id, queue having sum(pending) <> 0 or sum(claimed) <> 0
-      union all
-      select 'h', date_trunc('hour', bucket), endpoint_id, queue, sum(pending), sum(claimed) from kept
-      group by date_trunc('hour', bucket), endpoint_id, queue having sum(pending) <> 0 or sum(claimed) <> 0
-      on conflict (width, endpoint_id, bucket, queue) do update set
-        pending_change = h.pending_change + excluded.pending_change, claimed_change = h.claimed_change + excluded.claimed_change
-      returning 1
     )
-    select (select count(*) from now)::int as queues, (select count(*) from buckets)::int as buckets`;
-  return row!.queues;
-}
-
-/** foldDepthChangesUnscoped, by the name bench/history.ts times it under (the depth step of a pass). */
-export const snapshotDepthUnscoped = (sql: Sql, _at: Date): Promise<number> => foldDepthChangesUnscoped(sql);
-
-/**
- * Folds the triggers' deltas of minutes before `before` into their minute buckets and their hour
- * buckets, in one statement: the deltas it deletes are the ones it adds, so two instances folding
- * at once count each once. An hour is added to as its minutes are folded (a late delta, a ring
- * found unheard hours after it was sent, adds to its own old minute and hour), so no pass reads
- * the minutes again to roll them up (the rollup re-read two hours of every queue's minutes each
- * minute). Answers the earliest minute it touched.
- */
-export async function foldHistoryDeltasUnscoped(sql: Sql, before: Date): Promise<{ rows: number; earliest: Date | null }> {
-  const rows = await sql<{ bucket: Date }[]>`
-    with moved as (delete from todo_history_delta where bucket < ${minuteOf(before)} returning *),
-    minutes as (
-      select bucket, endpoint_id, queue, sum(created) as created, sum(claimed) as claimed, sum(completed) as completed,
-             sum(failed) as failed, sum(dead) as dead, ${sql.unsafe(histSumSql('wait_hist'))} as wait_hist,
-             sum(rings_sent) as rings_sent, sum(heard_claim) as heard_claim, sum(heard_ack) as heard_ack,
-             sum(unheard) as unheard, sum(digests) as digests
-      from moved group by bucket, endpoint_id, queue
-    ), hours as (
-      select date_trunc('hour', bucket) as bucket, endpoint_id, queue, sum(created) as created, sum(claimed) as claimed,
-             sum(completed) as completed, sum(failed) as failed, sum(dead) as dead, ${sql.unsafe(histSumSql('wait_hist'))} as wait_hist,
-             sum(rings_sent) as rings_sent, sum(heard_claim) as heard_claim, sum(heard_ack) as heard_ack,
-             sum(unheard) as unheard, sum(digests) as digests
-      from minutes group by 1, 2, 3
-    )
-    insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, failed, dead,
-                              wait_hist, rings_sent, heard_claim, heard_ack, unheard, digests)
-    select 'm', * from minutes
-    union all
-    select 'h', * from hours
-    on conflict (width, endpoint_id, bucket, queue) do update set
-      created = todo_history.created + excluded.created, claimed = todo_history.claimed + excluded.claimed,
-      completed = todo_history.completed + excluded.completed, failed = todo_history.failed + excluded.failed,
-      dead = todo_history.dead + excluded.dead, wait_hist = history_hist_add(todo_history.wait_hist, excluded.wait_hist),
-      rings_sent = todo_history.rings_sent + excluded.rings_sent, heard_claim = todo_history.heard_claim + excluded.heard_claim,
-      heard_ack = todo_history.heard_ack + excluded.heard_ack, unheard = todo_history.unheard + excluded.unheard,
-      digests = todo_history.digests + excluded.digests
-    returning width, bucket`;
-  const minutes = rows.filter((r) => (r as unknown as { width: string }).width === 'm');
-  const earliest = minutes.reduce<Date | null>((min, r) => (min === null || r.bucket < min ? r.bucket : min), null);
-  return { rows: minutes.length, earliest };
+    select (select count(*) from buckets where width = 'm')::int as rows,
+           (select min(bucket) from buckets where width = 'm') as earliest,
+           (select count(*) from depth)::int as queues`;
+  return row!;
 }
 
 /**

@@ -24,7 +24,7 @@ export interface HistoryRow {
   digests: number;
 }
 
-/** A queue's (or a group's) pending and claimed todos now, as of the history loop's last fold. */
+/** A queue's (or a group's) pending and claimed todos now: the last fold's depth and the changes not folded yet. */
 export interface DepthNow {
   queue: string;
   pending: number;
@@ -45,21 +45,27 @@ function windowRows(sql: Sql, humanId: string, endpointIds: readonly string[], w
     owned as (
       select e.id from endpoints e join agents a on a.id = e.agent_id
       where a.owner_human_id = ${humanId} and e.id = any(${sql.array([...endpointIds])}::uuid[])
+    ), unfolded as materialized (
+      -- The triggers' rows the history loop has not folded yet (a minute or two of them): a row per
+      -- change, its wait's bin as a histogram. The loop folds every closed minute each minute, so
+      -- none is older than the window's start unless no instance has run it for the window's length.
+      select d.bucket, d.endpoint_id, d.queue, d.created, d.claimed, d.completed, d.failed, d.dead, d.pending_change, d.claimed_change,
+             history_one_hot(d.wait_bin) as wait_hist, d.rings_sent, d.heard_claim, d.heard_ack, d.unheard, d.digests
+      from todo_history_delta d
+      where d.endpoint_id in (select id from owned) and d.bucket >= ${w.from} and d.bucket < ${w.to}
     ), buckets as not materialized (
       select h.bucket, h.endpoint_id, h.queue, h.created, h.claimed, h.completed, h.failed, h.dead, h.pending_change, h.claimed_change,
              h.wait_hist, h.rings_sent, h.heard_claim, h.heard_ack, h.unheard, h.digests
       from todo_history h
       where h.width = ${w.width} and h.endpoint_id in (select id from owned) and h.bucket >= ${w.from} and h.bucket < ${w.to}
       union all
-      -- Minutes the history loop has not folded yet (the current one, at least); their depth
-      -- changes are not in the depth now either.
-      select d.bucket, d.endpoint_id, d.queue, d.created, d.claimed, d.completed, d.failed, d.dead, 0, 0,
-             d.wait_hist, d.rings_sent, d.heard_claim, d.heard_ack, d.unheard, d.digests
-      from todo_history_delta d
-      where d.endpoint_id in (select id from owned) and d.bucket >= ${w.from} and d.bucket < ${w.to}
+      select * from unfolded
     ), depth_now as (
+      -- The depth as of the last fold, and the changes not folded yet.
       select d.endpoint_id, d.queue, d.pending, d.claimed from todo_depth d
       where d.endpoint_id in (select id from owned) and (d.pending <> 0 or d.claimed <> 0)
+      union all
+      select u.endpoint_id, u.queue, u.pending_change, u.claimed_change from unfolded u where u.pending_change <> 0 or u.claimed_change <> 0
     )`;
 }
 
@@ -153,14 +159,27 @@ export async function pendingDepthOf(
     with owned as (
       select e.id from endpoints e join agents a on a.id = e.agent_id
       where a.owner_human_id = ${humanId} and e.id = any(${sql.array([...endpointIds])}::uuid[])
+    ), unfolded as materialized (
+      -- The triggers' rows the history loop has not folded yet: in the depth now and its changes
+      -- (none older than the window's start: see windowRows).
+      select d.endpoint_id, d.bucket, d.pending_change from todo_history_delta d
+      where d.endpoint_id in (select id from owned) and d.bucket >= ${w.from} and d.bucket < ${w.to} and d.pending_change <> 0
     ), changes as (
-      select b.endpoint_id, floor((date_part('epoch', b.bucket) - ${from}) / ${w.stepSeconds})::int as point, sum(b.pending_change)::int as change
-      from todo_history b
-      where b.width = ${w.width} and b.endpoint_id in (select id from owned) and b.bucket >= ${w.from} and b.bucket < ${w.to}
-        and b.pending_change <> 0
+      select c.endpoint_id, floor((date_part('epoch', c.bucket) - ${from}) / ${w.stepSeconds})::int as point, sum(c.pending_change)::int as change
+      from (
+        select b.endpoint_id, b.bucket, b.pending_change from todo_history b
+        where b.width = ${w.width} and b.endpoint_id in (select id from owned) and b.bucket >= ${w.from} and b.bucket < ${w.to}
+          and b.pending_change <> 0
+        union all
+        select u.endpoint_id, u.bucket, u.pending_change from unfolded u
+      ) c
       group by 1, 2
     ), now as (
-      select d.endpoint_id, sum(d.pending)::int as now from todo_depth d where d.endpoint_id in (select id from owned) group by 1
+      select n.endpoint_id, sum(n.pending)::int as now from (
+        select d.endpoint_id, d.pending from todo_depth d where d.endpoint_id in (select id from owned)
+        union all
+        select u.endpoint_id, u.pending_change from unfolded u
+      ) n group by 1
     )
     select o.id as endpoint_id, coalesce(n.now, 0) as now,
            coalesce(array_agg(c.point order by c.point) filter (where c.point is not null), '{}') as points,
