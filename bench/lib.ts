@@ -33,8 +33,11 @@ export async function withBenchDatabase(maxConnections: number, run: (db: BenchD
   try {
     await migrate(sql);
     const pgVersion = (await sql`show server_version`)[0]!.server_version as string;
+    // PostgreSQL CPU is counted for this cluster's processes only (postgresCpuMs).
+    postmasterPid = parentPid(Number((await sql`select pg_backend_pid() as pid`)[0]!.pid));
     await run({ cluster, sql, pgVersion });
   } finally {
+    postmasterPid = undefined;
     await sql.end({ timeout: 5 });
     await cluster.stop();
   }
@@ -75,10 +78,13 @@ export interface CpuPerJob {
  * backend's CPU leaves /proc with it.
  */
 export function cpuCounter(): (jobs: number) => CpuPerJob {
-  const before = { node: ownCpuMs(), pg: postgresCpuMs() };
+  const before = { node: ownCpuMs(), pg: postgresCpuByPid() };
   return (jobs) => {
     const n = Math.max(1, jobs);
-    return { node: (ownCpuMs() - before.node) / n, pg: (postgresCpuMs() - before.pg) / n };
+    let pg = 0;
+    // Per process: one that exited in between neither adds nor takes away; one that started counts whole.
+    for (const [pid, ms] of postgresCpuByPid()) pg += ms - (before.pg.get(pid) ?? 0);
+    return { node: (ownCpuMs() - before.node) / n, pg: pg / n };
   };
 }
 
@@ -373,17 +379,35 @@ export function printJsonLast(bench: string, pgVersion: string, figures: Record<
 }
 
 /**
- * CPU time (ms, user + system) used so far by every PostgreSQL process on this machine, from
- * /proc (Linux only; 0 elsewhere). Backends that exited in between are not counted, so take the
- * difference across a run whose connections stay open.
+ * The postmaster of the cluster withBenchDatabase runs; while it is set, PostgreSQL CPU is that
+ * cluster's alone (its postmaster and the processes it forked), not that of every cluster on the
+ * machine: other benches' and test runs' clusters share it, and one of their processes exiting
+ * inside a drain took its whole CPU time off the count (a negative figure in a short drain).
  */
-export function postgresCpuMs(): number {
-  let ticks = 0;
+let postmasterPid: number | undefined;
+
+/** The parent of a process, from /proc (NaN if it is gone). */
+function parentPid(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return NaN;
+  }
+}
+
+/**
+ * CPU time (ms, user + system) used so far by each PostgreSQL process, from /proc (Linux only;
+ * empty elsewhere): the bench cluster's while withBenchDatabase runs, every one on the machine
+ * otherwise.
+ */
+function postgresCpuByPid(): Map<number, number> {
+  const out = new Map<number, number>();
   let pids: string[] = [];
   try {
     pids = readdirSync('/proc').filter((p) => /^\d+$/.test(p));
   } catch {
-    return 0;
+    return out;
   }
   for (const pid of pids) {
     try {
@@ -391,12 +415,24 @@ export function postgresCpuMs(): number {
       const close = stat.lastIndexOf(')');
       if (!stat.slice(stat.indexOf('(') + 1, close).startsWith('postgres')) continue;
       const fields = stat.slice(close + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
+      if (postmasterPid !== undefined && Number(pid) !== postmasterPid && Number(fields[1]) !== postmasterPid) continue;
+      out.set(Number(pid), ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND);
     } catch {
       // the process ended meanwhile
     }
   }
-  return (ticks * 1000) / CLOCK_TICKS_PER_SECOND;
+  return out;
+}
+
+/**
+ * CPU time (ms) used so far by PostgreSQL (postgresCpuByPid's processes, summed). Backends that
+ * exited in between are not counted, so take the difference across a run whose connections stay
+ * open; cpuCounter, which compares process by process, is not thrown by one that exits.
+ */
+export function postgresCpuMs(): number {
+  let ms = 0;
+  for (const x of postgresCpuByPid().values()) ms += x;
+  return ms;
 }
 /** USER_HZ: 100 on every Linux this bench runs on (getconf CLK_TCK). */
 const CLOCK_TICKS_PER_SECOND = 100;
