@@ -19,7 +19,7 @@
  * The peers live in bench/package.json (`npm --prefix bench ci`), so the main install stays lean.
  *
  *   npm run bench:peers -- [--jobs 20000] [--workers 8] [--pings 200] [--sdk-jobs 1000] [--pgbench-seconds 5]
- *                          [--pgboss-batches 1,10,50,100] [--graphile-rounds 3] [--json] [--record]
+ *                          [--pgboss-batches 1,10,50,100,250,500] [--graphile-rounds 3] [--json] [--record]
  *
  * --json: every figure and ratio as one JSON object on the last line of stdout.
  * --record: the same object, with the commit, the options and the load average before and after,
@@ -49,7 +49,7 @@ const { values } = parseArgs({
     pings: { type: 'string', default: '200' },
     'sdk-jobs': { type: 'string', default: '1000' },
     'pgbench-seconds': { type: 'string', default: '5' },
-    'pgboss-batches': { type: 'string', default: '1,10,50,100' },
+    'pgboss-batches': { type: 'string', default: '1,10,50,100,250,500' },
     'graphile-rounds': { type: 'string', default: '3' },
     json: { type: 'boolean', default: false },
     record: { type: 'boolean', default: false },
