@@ -21,7 +21,10 @@
  * worker's first call is a claim_next, and the todo it holds when the warm-up ends is completed by
  * its first timed call).
  *
- *   tsx bench/mcp-driver.ts <sdk|http|wire> <mcp url> <credential> <workers> [two-calls|next]
+ * With `jobs` the timed drain stops once that many steps have begun (the queue seeded with more),
+ * so it ends on a full queue rather than on each worker's empty claim_next (bench/instances.ts).
+ *
+ *   tsx bench/mcp-driver.ts <sdk|http|wire> <mcp url> <credential> <workers> [two-calls|next] [jobs]
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -30,10 +33,11 @@ import { once } from 'node:events';
 import { connect } from 'node:net';
 import { MCP_DRIVER_WARM, WARMUP_JOBS, drain, isDriverLoop, isDriverMode } from './lib.ts';
 
-const [mode, url, credential, workersArg, loop = 'two-calls'] = process.argv.slice(2);
+const [mode, url, credential, workersArg, loop = 'two-calls', jobsArg] = process.argv.slice(2);
 const workers = Number(workersArg);
-if (!isDriverMode(mode) || !url || !credential || !workers || !isDriverLoop(loop)) {
-  console.error('usage: tsx bench/mcp-driver.ts <sdk|http|wire> <mcp url> <credential> <workers> [two-calls|next]');
+const timedJobs = jobsArg === undefined ? Infinity : Number(jobsArg);
+if (!isDriverMode(mode) || !url || !credential || !workers || !isDriverLoop(loop) || !(timedJobs > 0)) {
+  console.error('usage: tsx bench/mcp-driver.ts <sdk|http|wire> <mcp url> <credential> <workers> [two-calls|next] [jobs]');
   process.exit(2);
 }
 
@@ -176,7 +180,7 @@ process.stdout.write(`${MCP_DRIVER_WARM}\n`);
 await once(process.stdin, 'data');
 process.stdin.pause();
 const cpu0 = process.cpuUsage();
-const result = await drain(workers, step);
+const result = await drain(workers, step, timedJobs);
 const used = process.cpuUsage(cpu0);
 await close();
 process.stdout.write(`${JSON.stringify({ ...result, agentCpuMs: (used.user + used.system) / 1000 })}\n`);
