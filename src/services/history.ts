@@ -83,7 +83,7 @@ export class HistoryService {
     return { range, step_seconds: w.stepSeconds, from: w.from.toISOString(), to: w.to.toISOString(), points: this.#dense(w, read.rows.filter(mine), read.now.filter(mine)) };
   }
 
-  /** Per queue, the points of the human's endpoints in `range` (the todos page's chart). */
+  /** Per queue, the points of the human's endpoints in `range` (the todos page's chart): counts and depth, no claim wait. */
   async byQueue(humanId: string, endpointIds: readonly string[], range: HistoryRange): Promise<{ step_seconds: number; from: string; to: string; queues: Record<string, HistoryPoint[]> }> {
     const w = windowAt(range, this.base.clock.now());
     const { rows, now } = await queueHistoryOf(this.base.sql, humanId, endpointIds, w);

@@ -82,18 +82,23 @@ BEGIN
   RETURN NULL;
 END $$;
 
+-- A ring heard or found unheard, one row per ring, as a row-level trigger: the statement-level one
+-- ran for every UPDATE of doorbell_rings, and a claim's acknowledgement updates none of them most
+-- of the time; the WHEN below is checked without a call.
+DROP TRIGGER ring_history_update ON doorbell_rings;
 CREATE OR REPLACE FUNCTION ring_history_on_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO todo_history_delta (bucket, endpoint_id, queue, heard_claim, heard_ack, unheard)
-  SELECT date_trunc('minute', n.sent_at), n.endpoint_id, coalesce(n.queue, ''),
-         (o.acked_at IS NULL AND n.acked_at IS NOT NULL AND n.ack_via = 'claim')::int,
-         (o.acked_at IS NULL AND n.acked_at IS NOT NULL AND n.ack_via = 'ack')::int,
-         (o.unheard_at IS NULL AND n.unheard_at IS NOT NULL)::int
-  FROM new_rows n JOIN old_rows o ON o.ring_id = n.ring_id
-  WHERE NOT n.synthetic AND n.kind IN ('todo', 'digest')
-    AND ((o.acked_at IS NULL AND n.acked_at IS NOT NULL) OR (o.unheard_at IS NULL AND n.unheard_at IS NOT NULL));
+  VALUES (date_trunc('minute', NEW.sent_at), NEW.endpoint_id, coalesce(NEW.queue, ''),
+          (OLD.acked_at IS NULL AND NEW.acked_at IS NOT NULL AND NEW.ack_via = 'claim')::int,
+          (OLD.acked_at IS NULL AND NEW.acked_at IS NOT NULL AND NEW.ack_via = 'ack')::int,
+          (OLD.unheard_at IS NULL AND NEW.unheard_at IS NOT NULL)::int);
   RETURN NULL;
 END $$;
+CREATE TRIGGER ring_history_update AFTER UPDATE ON doorbell_rings FOR EACH ROW
+  WHEN (NOT NEW.synthetic AND NEW.kind IN ('todo', 'digest')
+        AND ((OLD.acked_at IS NULL AND NEW.acked_at IS NOT NULL) OR (OLD.unheard_at IS NULL AND NEW.unheard_at IS NOT NULL)))
+  EXECUTE FUNCTION ring_history_on_update();
 
 -- A todo belongs to its endpoint and queue for life: the history counts a depth change in the
 -- todo's own queue. Fires only for a statement that sets one of them (none does today).
