@@ -178,6 +178,26 @@ describe('claim_next plans', () => {
   }
 
   for (const generic of [false, true]) {
+    it(`asks whether anything is claimable, after a claim that took nothing, through the claim's indexes, not a read of every todo (${generic ? 'generic' : 'custom'} plan)`, async () => {
+      // An endpoint whose queue holds only finished todos, beside the deep one's 20,000 pending.
+      const [e] = await db.sql`
+        insert into endpoints (agent_id, slug, credential_hash, credential_prefix, scope_queues, scope_verbs)
+        select agent_id, 'emptied-' || ${generic ? 'g' : 'c'}, 'h-' || ${generic ? 'g' : 'c'}, 'p', '{q}', '{claim}' from endpoints where id = ${endpointId} returning id`;
+      await db.sql`
+        insert into todos (id, endpoint_id, queue, title, state, created_at, updated_at)
+        select 'td_' || gen_random_uuid(), ${e!.id}, 'q', 't', 'done', now(), now() from generate_series(1, 3000)`;
+      await db.sql`analyze todos`;
+      const empty = { endpointId: e!.id as string, owner: 'agent:x', queues: ['q'] };
+      const { text, params } = await captured((sql) => claimNextTodo(sql, empty, ['q'], 300, new Date()), /exists \(\s*select 1 from todos|select \(select true from todos/);
+      expect(text, 'the look-again ran').not.toBe('');
+      const scans = await scansOf(text, params, generic);
+      expect(scans, scans.join(', ')).not.toContain('seq:todos');
+      // Pending todos through the claim's own index (the other ways go as the claim's branches do).
+      expect(scans).toContain('todos_claim_scan_idx');
+    });
+  }
+
+  for (const generic of [false, true]) {
     it(`stamps a claimed self-test's report without reading a week of reports; claim_next no longer looks for a ringing one (SPEC-0025 REQ-9) (${generic ? 'generic' : 'custom'} plan)`, async () => {
       await db.sql`
         insert into doorbell_tests (test_id, endpoint_id, todo_id, wait_seconds, created_at, ring_due_at, expires_at,
