@@ -9,13 +9,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createConnection } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { connect, type Sql } from '../src/db/connect.ts';
 import { migrate } from '../src/db/migrate.ts';
+import { HAPROXY_BIN, serverStats, type ServerStat } from '../test/support/haproxy.ts';
 import { freePort, restartCluster, sleep } from '../test/support/processes.ts';
 import { startThrowawayCluster, type RunningCluster } from '../test/support/throwaway-cluster.ts';
 import { MCP_DRIVER_WARM, percentile, type DrainResult } from './lib.ts';
@@ -26,7 +26,6 @@ const INSTANCE = fileURLToPath(new URL('./instance.ts', import.meta.url));
 const SENDER = fileURLToPath(new URL('./webhook-sender.ts', import.meta.url));
 const MCP_DRIVER = fileURLToPath(new URL('./mcp-driver.ts', import.meta.url));
 export const SHIPPED_HAPROXY_CFG = fileURLToPath(new URL('../deploy/haproxy.cfg', import.meta.url));
-const HAPROXY_BIN = '/usr/sbin/haproxy';
 
 /** USER_HZ (getconf CLK_TCK): 100 on every Linux this runs on. */
 const TICK_MS = 10;
@@ -133,7 +132,7 @@ export interface Balancer {
   changes: string[];
   config: string;
   /** Requests each server has been sent so far (stot), and its status. */
-  stats(): Promise<Map<string, { status: string; total: number }>>;
+  stats(): Promise<Map<string, ServerStat>>;
   stop(): Promise<void>;
 }
 
@@ -178,17 +177,6 @@ export function rewriteShippedConfig(shipped: string, port: number, servers: { n
   };
 }
 
-function adminCommand(socket: string, command: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let text = '';
-    const conn = createConnection(socket, () => conn.end(`${command}\n`));
-    conn.setEncoding('utf8');
-    conn.on('data', (d) => (text += d));
-    conn.on('end', () => resolve(text));
-    conn.on('error', reject);
-  });
-}
-
 /** HAProxy in the foreground on the rewritten shipped configuration; resolves once every server is UP. */
 export async function startShippedHaproxy(servers: { name: string; port: number }[]): Promise<Balancer> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'sbbench-haproxy-'));
@@ -201,19 +189,7 @@ export async function startShippedHaproxy(servers: { name: string; port: number 
   let err = '';
   child.stderr!.on('data', (d) => (err += d));
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  const stats = async () => {
-    const csv = await adminCommand(socket, 'show stat');
-    const [head, ...rows] = csv.trim().split('\n');
-    const cols = head!.replace(/^# /, '').split(',');
-    const map = new Map<string, { status: string; total: number }>();
-    for (const row of rows) {
-      const f = row.split(',');
-      const at = (c: string) => f[cols.indexOf(c)] ?? '';
-      if (at('pxname') !== 'switchboard_instances' || at('svname') === 'BACKEND') continue;
-      map.set(at('svname'), { status: at('status'), total: Number(at('stot')) });
-    }
-    return map;
-  };
+  const stats = () => serverStats(socket);
   const stop = async () => {
     if (child.exitCode === null) child.kill('SIGTERM');
     await Promise.race([exited, sleep(5000)]);

@@ -27,7 +27,6 @@
  *
  * --spread 0 leaves (a2) out; --rounds 1 --seconds 5 shortens the run to about three minutes.
  */
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -55,7 +54,7 @@ import {
   type Roles,
   type Sent,
 } from './cluster-bench.ts';
-import { WARMUP_JOBS, percentile, seedPendingTodos } from './lib.ts';
+import { WARMUP_JOBS, benchCommit, percentile, seedPendingTodos } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -103,15 +102,7 @@ interface Config {
   warmAccepted: number;
 }
 
-const commit = (() => {
-  try {
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src', 'bench'], { encoding: 'utf8' }).trim() !== '';
-    return dirty ? `${head} (with uncommitted changes under src/ or bench/)` : head;
-  } catch {
-    return 'unknown';
-  }
-})();
+const commit = benchCommit() ?? 'unknown';
 
 const load0 = loadAverage();
 const started = Date.now();

@@ -1,5 +1,5 @@
 /** Shared by the bench scripts: a concurrent drain loop, its summary, and PostgreSQL's own limit. */
-import { execFile, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -442,3 +442,18 @@ export const ownCpuMs = (): number => {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1000;
 };
+
+/**
+ * The commit a run measured, for its results file: the short hash, with a + when tracked files
+ * had uncommitted changes; null outside a git checkout.
+ */
+export function benchCommit(): string | null {
+  const dir = path.dirname(fileURLToPath(import.meta.url));
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: dir, encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: dir, encoding: 'utf8' }).trim() !== '';
+    return `${head}${dirty ? '+' : ''}`;
+  } catch {
+    return null;
+  }
+}

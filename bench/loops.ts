@@ -36,7 +36,6 @@
  * test run's clean-up stops a cluster whose owner is gone); --url runs passes again on a database
  * a --keep run loaded (its sizes are its own); --only runs some of the loops.
  */
-import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -55,7 +54,7 @@ import { markUnheardRingsUnscoped } from '../src/store/rings.ts';
 import { markUnheardSessionsUnscoped } from '../src/store/sessions.ts';
 import { chargeDueRingsUnscoped } from '../src/store/todos/index.ts';
 import { startThrowawayCluster, type RunningCluster } from '../test/support/throwaway-cluster.ts';
-import { printJsonLast, startBenchApp, type CapturedStatement } from './lib.ts';
+import { benchCommit, printJsonLast, startBenchApp, type CapturedStatement } from './lib.ts';
 import { DEEP_ENDPOINT, DEFAULT_SIZES, RETENTION_MS, SHIFTS, loadLoopData, type LoopSizes } from './loops-data.ts';
 import { createLoginLink } from '../src/store/web-sessions.ts';
 
@@ -376,7 +375,7 @@ async function main(): Promise<void> {
     const stamp = new Date().toISOString().slice(0, 16).replace('T', '-').replace(':', '');
     const out = {
       bench: 'loops',
-      commit: gitCommit(),
+      commit: benchCommit(),
       at: new Date().toISOString(),
       machine: { cores: os.availableParallelism(), loadAverage: os.loadavg().map((x) => Number(x.toFixed(2))), memoryGiB: Math.round(os.totalmem() / 2 ** 30) },
       postgres: pgVersion,
@@ -423,17 +422,6 @@ function report(r: LoopResult, statementsOnly = false): void {
     console.log(`  ${i + 1}. ${ms(s.ms)} ms, ${s.top}, ${int(s.rows)} rows, buffers hit ${int(s.sharedHit)} read ${int(s.sharedRead)}; scans: ${scans}${s.bigSeqScans.length ? `  <-- sequential scan of ${s.bigSeqScans.join(', ')}` : ''}`);
     console.log(`     ${s.statement}`);
     if (s.bigSeqScans.length || s.ms > 200) for (const line of s.text) console.log(`       ${line.length > 150 ? `${line.slice(0, 150)}…` : line}`);
-  }
-}
-
-/** The commit the run measured (with a + when the tree had changes), for the results file. */
-function gitCommit(): string | null {
-  try {
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: BENCH_DIR, encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: BENCH_DIR, encoding: 'utf8' }).trim() !== '';
-    return `${head}${dirty ? '+' : ''}`;
-  } catch {
-    return null;
   }
 }
 

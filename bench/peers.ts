@@ -25,7 +25,6 @@
  * --record: the same object, with the commit, the options and the load average before and after,
  * written to bench/results/peers-<YYYY-MM-DD-HHMM>.json.
  */
-import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -40,7 +39,7 @@ import { insertEventAndTodo } from '../src/store/todos/index.ts';
 import { connectAgent } from '../test/support/agents.ts';
 import type { Sql } from '../src/db/connect.ts';
 import { graphileDrain, quiet, type GraphileTuning } from './graphile.ts';
-import { WARMUP_JOBS, cpuCounter, cpuTotal, freshStatistics, runMcpDriver, startBenchApp, storeDrain, type McpDriverMode, type McpDriverLoop, withLanes, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
+import { WARMUP_JOBS, benchCommit, cpuCounter, cpuTotal, freshStatistics, runMcpDriver, startBenchApp, storeDrain, type McpDriverMode, type McpDriverLoop, withLanes, type DrainResult, percentile, figure, pctOf, pgbenchInsertRate, printJsonLast, seedPendingTodos, summarize, timesOf, withBenchDatabase } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -480,7 +479,7 @@ async function main(): Promise<void> {
       const file = path.join(BENCH_DIR, 'results', `peers-${stamp}.json`);
       const record = {
         bench: 'peers',
-        commit: gitCommit(),
+        commit: benchCommit(),
         at: new Date().toISOString(),
         seconds: Math.round((performance.now() - startedAt) / 1000),
         machine: { cores: os.availableParallelism(), memory_gib: Math.round(os.totalmem() / 2 ** 30), node: process.version, load_before: loadBefore, load_after: os.loadavg().map((x) => Number(x.toFixed(2))) },
@@ -542,17 +541,6 @@ async function main(): Promise<void> {
   });
   // After the cluster has stopped, so nothing else can follow it on stdout.
   if (values.json) json?.();
-}
-
-/** The commit the run measured (with a + when tracked files had changes), for the results file. */
-function gitCommit(): string | null {
-  try {
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: BENCH_DIR, encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: BENCH_DIR, encoding: 'utf8' }).trim() !== '';
-    return `${head}${dirty ? '+' : ''}`;
-  } catch {
-    return null;
-  }
 }
 
 await main();

@@ -18,7 +18,6 @@
  *
  * --seconds 15 shortens the run to about two minutes.
  */
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -30,6 +29,7 @@ import { addHuman } from '../src/store/humans.ts';
 import { createWebhook } from '../src/store/webhooks.ts';
 import { describeProfile, loadAverage, mergeSent, sendFrom, spawnInstance, startProfiledCluster, type Instance, type Roles, type Sent } from './cluster-bench.ts';
 import { startIngestFloor, type IngestFloor } from './ingest-floor.ts';
+import { benchCommit } from './lib.ts';
 
 const { values } = parseArgs({
   options: {
@@ -48,15 +48,7 @@ const ENDPOINTS = Math.max(1, Math.round(Number(values.endpoints)));
 const WARMUP = Number(values.warmup);
 const BUCKET = Number(values.bucket);
 
-const commit = (() => {
-  try {
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src', 'bench'], { encoding: 'utf8' }).trim() !== '';
-    return dirty ? `${head} (with uncommitted changes under src/ or bench/)` : head;
-  } catch {
-    return 'unknown';
-  }
-})();
+const commit = benchCommit() ?? 'unknown';
 
 const load0 = loadAverage();
 const started = Date.now();

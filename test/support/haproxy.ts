@@ -106,6 +106,11 @@ function adminCommand(socket: string, command: string): Promise<string> {
   });
 }
 
+/** Per server of the `switchboard_instances` backend, from `show stat` on an admin socket. */
+export async function serverStats(socket: string): Promise<Map<string, ServerStat>> {
+  return parseStats(await adminCommand(socket, 'show stat'));
+}
+
 function parseStats(csv: string): Map<string, ServerStat> {
   const [head, ...rows] = csv.trim().split('\n');
   const cols = head!.replace(/^# /, '').split(',');
@@ -133,7 +138,7 @@ export async function startHaproxy(port: number, backends: readonly Backend[]): 
   child.stderr!.on('data', (d) => (out += d));
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   const alive = () => child.exitCode === null && child.signalCode === null;
-  const stats = async () => parseStats(await adminCommand(socket, 'show stat'));
+  const stats = () => serverStats(socket);
   const lb: Haproxy = {
     pid: child.pid!,
     port,
