@@ -252,40 +252,31 @@ try {
     const sum = d.reduce((x, [, n]) => x + n, 0);
     return Object.fromEntries(d.map(([name, n]) => [name, Number((n / Math.max(1, sum)).toFixed(3))]));
   };
+  /** One ingest run's figures over its rounds, with how the balancer split its requests. */
+  const ingestFigures = (sent: Sent[], balancerShare: Record<string, number>) => {
+    const r = mergeSent(sent);
+    return {
+      per_second: Number(r.perSecond.toFixed(1)),
+      accepted: r.accepted,
+      not_202: r.refused,
+      statuses: r.statuses,
+      seconds: Number(r.seconds.toFixed(2)),
+      p50_ms: Number(r.p50.toFixed(2)),
+      p99_ms: Number(r.p99.toFixed(2)),
+      per_round: sent.map((x) => Number((x.accepted / x.seconds).toFixed(1))),
+      balancer_share: balancerShare,
+      profile: describeProfile(r.profile, r.accepted),
+    };
+  };
   const rows = configs.map((c) => {
-    const ingest = mergeSent(c.sent);
-    const spread = c.spreadSent.length ? mergeSent(c.spreadSent) : null;
     const drainSeconds = c.drained.reduce((a, d) => a + d.seconds, 0);
     const drainDone = c.drained.reduce((a, d) => a + d.done, 0);
     const drainProfile = sumProfiles(c.drained.map((d) => d.profile));
     return {
       variant: c.variant,
       instances: c.n,
-      ingest: {
-        per_second: Number(ingest.perSecond.toFixed(1)),
-        accepted: ingest.accepted,
-        not_202: ingest.refused,
-        statuses: ingest.statuses,
-        seconds: Number(ingest.seconds.toFixed(2)),
-        p50_ms: Number(ingest.p50.toFixed(2)),
-        p99_ms: Number(ingest.p99.toFixed(2)),
-        per_round: c.sent.map((s) => Number((s.accepted / s.seconds).toFixed(1))),
-        balancer_share: share(requestsBefore.get(c)!, requestsAfterIngest.get(c)!),
-        profile: describeProfile(ingest.profile, ingest.accepted),
-      },
-      ingest_spread: spread && {
-        webhooks: SPREAD,
-        per_second: Number(spread.perSecond.toFixed(1)),
-        accepted: spread.accepted,
-        not_202: spread.refused,
-        statuses: spread.statuses,
-        seconds: Number(spread.seconds.toFixed(2)),
-        p50_ms: Number(spread.p50.toFixed(2)),
-        p99_ms: Number(spread.p99.toFixed(2)),
-        per_round: c.spreadSent.map((s) => Number((s.accepted / s.seconds).toFixed(1))),
-        balancer_share: share(requestsAfterIngest.get(c)!, requestsAfterSpread.get(c)!),
-        profile: describeProfile(spread.profile, spread.accepted),
-      },
+      ingest: ingestFigures(c.sent, share(requestsBefore.get(c)!, requestsAfterIngest.get(c)!)),
+      ingest_spread: c.spreadSent.length ? { webhooks: SPREAD, ...ingestFigures(c.spreadSent, share(requestsAfterIngest.get(c)!, requestsAfterSpread.get(c)!)) } : null,
       drain: {
         per_second: Number((drainDone / drainSeconds).toFixed(1)),
         jobs: drainDone,
