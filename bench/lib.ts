@@ -27,8 +27,8 @@ export interface BenchDatabase {
 }
 
 /** Runs a bench on its own throwaway PostgreSQL (system binaries when present) and stops it after. */
-export async function withBenchDatabase(maxConnections: number, run: (db: BenchDatabase) => Promise<void>): Promise<void> {
-  const cluster = await startThrowawayCluster({ prefer: 'system' });
+export async function withBenchDatabase(maxConnections: number, run: (db: BenchDatabase) => Promise<void>, opts: { durable?: boolean } = {}): Promise<void> {
+  const cluster = await startThrowawayCluster({ prefer: 'system', durable: opts.durable });
   const sql = connect(cluster.url, { max: maxConnections });
   try {
     await migrate(sql);

@@ -27,7 +27,7 @@ const THROWAWAY_PREFIX = 'sbpg-';
  * Starts a disposable, non-durable cluster in a new `sbpg-*` temp directory with
  * trust authentication. stop() kills it and deletes the directory.
  */
-export async function startThrowawayCluster(opts: { prefer?: 'system' | 'embedded' } = {}): Promise<RunningCluster> {
+export async function startThrowawayCluster(opts: { prefer?: 'system' | 'embedded'; durable?: boolean } = {}): Promise<RunningCluster> {
   const found = locateBinaries(opts.prefer ?? 'system');
   const version = await serverVersion(found.binDir);
   await pgOsUser();
@@ -46,12 +46,9 @@ export async function startThrowawayCluster(opts: { prefer?: 'system' | 'embedde
       pgData,
       logFile,
       socketDir: socketDirFor(root),
-      settings: {
-        fsync: 'off',
-        synchronous_commit: 'off',
-        full_page_writes: 'off',
-        max_connections: '200',
-      },
+      settings: opts.durable
+        ? { max_connections: '200' }
+        : { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', max_connections: '200' },
       log: () => undefined,
     });
     const serverPid = (await readPostmasterPid(pgData))?.pid;
