@@ -1,6 +1,7 @@
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { App } from '../src/app.ts';
+import { maintenanceLoopsOf } from '../src/compose.ts';
 import { settle, until } from './support/agents.ts';
 import { apiCaller } from './support/app.ts';
 import { alice, app, clients, db, push, signedIn, useBoardSuite, vend } from './support/board.ts';
@@ -198,6 +199,48 @@ describe('revoking one grant while its client is connected', () => {
     await settle(1_000);
     expect(agent.heard.filter((n) => n.params.meta.todo_id === id)).toEqual([]);
     expect(app.services.sessions.all().some((s) => s.id === agent.sessionId && s.stream !== null)).toBe(false);
+  });
+});
+
+// An open notification stream makes no request that would be refused, so a client whose access
+// token lapsed would go on hearing doorbells (each with its todo's summary) for as long as the
+// socket lives. The session janitor ends such a stream; the SDK reconnects it, meets the 401,
+// refreshes, and hears the next doorbell on the new stream.
+describe('an idle client whose access token expires', () => {
+  it('loses its stream at the next janitor tick, and the SDK reconnects with a refreshed token and hears the next doorbell', async () => {
+    const e = await vend(alice, 'oauth-stream-expiry', ['reviews']);
+    const b = await signedIn(alice);
+    const provider = new MemoryProvider(consentAs(b, app.url), 'stream-expiry');
+    const agent = await connectByUrl(e.mcp_url, provider);
+    clients.push(agent.client);
+    const stream = () => app.services.sessions.all().find((s) => s.id === agent.sessionId)?.stream ?? null;
+    await until(() => stream() !== null, 'the OAuth session stream to open');
+    await app.services.presence.reconnectsSettled();
+    const first = stream()!;
+    const janitor = maintenanceLoopsOf(app.services).find((l) => l.name === 'session-janitor')!;
+
+    // Before the expiry the janitor leaves the stream alone.
+    expect(await janitor.tick()).toMatchObject({ expiredAccessStreams: 0 });
+    expect(stream()).toBe(first);
+
+    const issued = provider.stored!;
+    const exchangesBefore = agent.exchanges.length;
+    app.clock.advance((issued.expires_in! + 1) * 1000);
+    expect(await janitor.tick()).toMatchObject({ idle: 0, expiredAccessStreams: 1 });
+    // The session stays; only its stream ended.
+    expect(app.services.sessions.all().some((s) => s.id === agent.sessionId)).toBe(true);
+
+    await until(() => stream() !== null && stream() !== first, 'the SDK to reconnect the stream', 15_000);
+    const steps = oauthSteps(agent, app.url).slice(exchangesBefore);
+    expect(steps).toEqual([`GET /mcp/${e.slug} 401`, ...steps.slice(1, -1), `GET /mcp/${e.slug} 200`]);
+    expect(steps).toContain('POST /oauth/token 200');
+    expect(provider.stored!.access_token).not.toBe(issued.access_token);
+    expect(provider.authorizations).toHaveLength(1);
+
+    const id = await push(alice, e.slug, 'after the stream came back');
+    await until(() => agent.heard.some((n) => n.params.meta.todo_id === id), `the doorbell of ${id}`);
+    // The refreshed token's expiry is the session's now: the janitor leaves the new stream alone.
+    expect(await janitor.tick()).toMatchObject({ expiredAccessStreams: 0 });
   });
 });
 

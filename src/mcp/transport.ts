@@ -58,7 +58,15 @@ declare module 'fastify' {
     mcpEndpoint?: SessionEndpoint;
     /** The OAuth grant of the request's access token; null for an sbk_ credential. */
     mcpGrantId?: string | null;
+    /** When the request's OAuth access token expires (null: an sbk_ credential). */
+    mcpAccessExpiresAt?: Date | null;
   }
+}
+
+/** The OAuth access the request carried becomes the session's: revoking its grant, or its expiry, ends what it opened. */
+function carryAccess(session: Session, req: FastifyRequest): void {
+  session.oauthGrantId = req.mcpGrantId ?? null;
+  session.oauthExpiresAt = req.mcpAccessExpiresAt ?? null;
 }
 
 /** The body limit named in the refusal, so a client knows what fits. */
@@ -137,6 +145,7 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       const wait = endpointLimiter.take(endpoint.id);
       if (wait > 0) throw new TransportRefusal(429, TRANSPORT_ERROR, 'Too Many Requests', { 'retry-after': String(wait) });
       req.mcpGrantId = endpoint.oauth_grant_id ?? null;
+      req.mcpAccessExpiresAt = endpoint.oauth_expires_at ?? null;
       req.mcpEndpoint = {
         id: endpoint.id,
         slug: endpoint.slug,
@@ -159,7 +168,7 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       const session = await deps.directory.resolve(sid, req.mcpEndpoint!);
       if (!session) throw new TransportRefusal(404, SESSION_NOT_FOUND, 'Session not found');
       // A revoked grant ends the sessions its tokens last spoke for (Revocations, oauth_grant_revoked).
-      session.oauthGrantId = req.mcpGrantId ?? null;
+      carryAccess(session, req);
       return session;
     };
 
@@ -193,7 +202,7 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
           name: neutralizeText(info.name) || 'unknown',
           version: neutralizeText(info.version),
         });
-        session.oauthGrantId = req.mcpGrantId ?? null;
+        carryAccess(session, req);
         log.info({ slug: session.endpoint.slug, session: session.id, client: session.clientInfo, protocol: version, oauth: session.oauthGrantId !== null }, 'mcp session created');
         reply.header('mcp-session-id', session.id);
         return sendRpc(reply, 200, rpcResult(incoming.message.id, initializeResult(version)));

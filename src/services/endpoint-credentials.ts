@@ -32,7 +32,7 @@ export class EndpointCredentials {
   }
 
   /** The endpoint whose credential (or OAuth access token) this is, only if it is active and `slug` is its URL. */
-  async resolve(presented: string, slug: string): Promise<(Endpoint & { oauth_grant_id?: string }) | null> {
+  async resolve(presented: string, slug: string): Promise<(Endpoint & { oauth_grant_id?: string; oauth_expires_at?: Date }) | null> {
     if (this.oauth && presented.startsWith(ACCESS_TOKEN_PREFIX)) return this.oauth.endpointFor(presented, slug);
     if (!presented.startsWith(ENDPOINT_CREDENTIAL_PREFIX)) return null;
     const key = hashSecret(presented);

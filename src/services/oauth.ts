@@ -210,11 +210,11 @@ export class OAuthServer {
   }
 
   /** The endpoint an access token opens at /mcp/<slug>, with the grant it belongs to; null when it opens anything else. */
-  async endpointFor(token: string, slug: string): Promise<(Endpoint & { oauth_grant_id: string }) | null> {
+  async endpointFor(token: string, slug: string): Promise<(Endpoint & { oauth_grant_id: string; oauth_expires_at: Date }) | null> {
     const access = await resolveAccessTokenUnscoped(this.base.sql, token, this.base.clock.now());
     if (!access?.endpoint_id || access.resource !== mcpResource(this.baseUrl(), slug)) return null;
     const endpoint = await activeEndpointAtUnscoped(this.base.sql, access.endpoint_id, slug);
-    return endpoint && { ...endpoint, oauth_grant_id: access.grant_id };
+    return endpoint && { ...endpoint, oauth_grant_id: access.grant_id, oauth_expires_at: access.expires_at };
   }
 
   /** The human an API-grant access token acts as, with its grant id (the per-grant rate limit's key). */

@@ -265,6 +265,16 @@ export class SessionDirectory {
     return ended.length;
   }
 
+  /**
+   * Ends the streams here whose OAuth access token has expired (SessionRegistry.endExpiredStreams);
+   * the sessions stay, for the client to reconnect with a refreshed token. Answers how many.
+   */
+  endExpiredAccessStreams(): number {
+    const lapsed = this.registry.endExpiredStreams();
+    for (const s of lapsed) this.base.log.info({ slug: s.endpoint.slug, session: s.id, grant_id: s.oauthGrantId }, 'ended an mcp stream whose oauth access token expired');
+    return lapsed.length;
+  }
+
   /** Registers this instance and starts its heartbeat and activity flush (wall-clock timers: liveness is real time). */
   async start(): Promise<void> {
     await this.heartbeat();

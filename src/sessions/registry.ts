@@ -51,6 +51,8 @@ export interface Session {
   unheard: boolean;
   /** The OAuth grant whose access token its last request here carried (null: an sbk_ credential); revoking the grant ends it. */
   oauthGrantId: string | null;
+  /** When that access token expires: its stream here is ended then (endExpiredStreams), so a client whose token lapsed hears no more doorbells until it reconnects with a fresh one. */
+  oauthExpiresAt: Date | null;
 }
 
 /** What a session is when this instance learns of it: new here, or read from the directory. */
@@ -147,6 +149,7 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
       unflushed: 0,
       unheard: facts.unheard ?? false,
       oauthGrantId: null,
+      oauthExpiresAt: null,
     };
     this.#sessions.set(session.id, session);
     const mine = this.#byEndpoint.get(endpoint.id);
@@ -275,6 +278,19 @@ export class SessionRegistry extends EventEmitter<SessionEvents> {
 
   closeAll(reason: string): void {
     for (const s of [...this.#sessions.values()]) this.close(s, reason);
+  }
+
+  /**
+   * Ends the streams here whose OAuth access token has expired; the sessions stay. An open stream
+   * makes no request that would be refused, so without this it would carry doorbells (and each
+   * todo's summary) for as long as the socket lives. The client's SDK reconnects the stream, meets
+   * the 401, refreshes and goes on. Answers the sessions whose stream it ended.
+   */
+  endExpiredStreams(): Session[] {
+    const now = this.#clock.now().getTime();
+    const lapsed = [...this.#sessions.values()].filter((s) => s.stream && s.oauthExpiresAt && s.oauthExpiresAt.getTime() <= now);
+    for (const s of lapsed) this.#endStream(s);
+    return lapsed;
   }
 
   /** Ends the session's stream here (a newer one opened elsewhere); the session stays. */

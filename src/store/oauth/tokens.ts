@@ -23,6 +23,8 @@ export interface ResolvedAccess {
   human_id: string;
   endpoint_id: string | null;
   resource: string;
+  /** When the access token presented stops being accepted. */
+  expires_at: Date;
 }
 
 async function issue(tx: TxSql, grantId: string, life: TokenLifetimes, now: Date): Promise<IssuedTokens> {
@@ -113,7 +115,7 @@ export async function resolveAccessTokenUnscoped(sql: Sql, presented: string, no
   if (!presented.startsWith(ACCESS_TOKEN_PREFIX)) return null;
   const [row] = await sql<ResolvedAccess[]>`
     with hit as (
-      select g.id, g.human_id, g.endpoint_id, g.resource from oauth_tokens t
+      select g.id, g.human_id, g.endpoint_id, g.resource, t.expires_at from oauth_tokens t
       join oauth_grants g on g.id = t.grant_id and g.revoked_at is null
       left join endpoints e on e.id = g.endpoint_id
       where t.token_hash = ${hashSecret(presented)} and t.kind = 'access' and t.expires_at > ${now}
@@ -122,7 +124,7 @@ export async function resolveAccessTokenUnscoped(sql: Sql, presented: string, no
       update oauth_grants set last_used_at = ${now}
       where id = (select id from hit) and (last_used_at is null or last_used_at < ${now}::timestamptz - interval '60 seconds')
     )
-    select id as grant_id, human_id, endpoint_id, resource from hit`;
+    select id as grant_id, human_id, endpoint_id, resource, expires_at from hit`;
   return row ?? null;
 }
 
