@@ -176,6 +176,8 @@ export async function startApp(opts: AppOptions): Promise<App> {
             await settleWithin(running.close(), SHUTDOWN_STEP_MS);
           }
           await settleWithin(Promise.all([...loops, services.presence.reconnectsSettled()]), SHUTDOWN_STEP_MS);
+          // The refusals counted since the last flush (its loop has stopped with the others).
+          await settleWithin(services.webhookRefusals.flush().catch((err: unknown) => log.warn({ err: (err as Error).message }, 'could not write the last webhook refusal counts')), SHUTDOWN_STEP_MS);
           if ((await settleWithin(hooks.stop(), SHUTDOWN_STEP_MS)) === 'timeout') log.warn({ after_ms: SHUTDOWN_STEP_MS }, 'notify-hook deliveries still in flight at shutdown');
           await db.close();
           log.info('switchboard stopped');

@@ -13,6 +13,7 @@ import { SelfTests } from './services/doorbell/self-tests.ts';
 import { EndpointCredentials } from './services/endpoint-credentials.ts';
 import { OAuthServer } from './services/oauth.ts';
 import { HISTORY_INTERVAL_MS, HistoryService } from './services/history.ts';
+import { REFUSAL_FLUSH_MS, WebhookRefusalTally } from './services/webhook-refusals.ts';
 import { EndpointService } from './services/endpoints.ts';
 import { Humans } from './services/humans.ts';
 import { IngestService } from './services/ingest.ts';
@@ -91,6 +92,7 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions) {
   directory.beforeFirstCopy((endpointId) => presence.load(endpointId));
   const webhooks = new Webhooks(base, box, baseUrl);
   const webhookRouting = new WebhookRouting(base, webhooks);
+  const webhookRefusals = new WebhookRefusalTally(base);
   const revocations = new Revocations(base, sessions, credentials);
   const readyRings = new ReadyRings(base, sessions, doorbell);
   const waiters = new ClaimWaiters();
@@ -125,7 +127,9 @@ export function buildServices(base: ServiceBase, opts: ServiceOptions) {
     todos,
     todoWork,
     webhookRouting,
-    ingest: new IngestService(base, { metrics, webhooks, routing: webhookRouting, todos, replayWindowMs: config.retentionMs }),
+    ingest: new IngestService(base, { metrics, webhooks, routing: webhookRouting, todos, replayWindowMs: config.retentionMs, refusals: webhookRefusals }),
+    /** Refused deliveries per webhook, counted here and written every few seconds (its loop; App.stop writes the rest). */
+    webhookRefusals,
     boardReads: new BoardReads(base),
     /** Queue history: the charts' buckets (migration 0025's triggers write them). */
     history: new HistoryService(base),
@@ -163,5 +167,6 @@ export function maintenanceLoopsOf(s: Services): MaintenanceLoop[] {
     sessionJanitorLoop(s.directory),
     retentionLoop({ sql, clock, log, retentionMs: s.retentionMs }),
     { name: 'history', intervalMs: HISTORY_INTERVAL_MS, tick: () => s.history.maintain() },
+    { name: 'webhook-refusals', intervalMs: REFUSAL_FLUSH_MS, tick: () => s.webhookRefusals.flush() },
   ];
 }

@@ -62,10 +62,10 @@ describe('the retention pass', () => {
     await f.sql`delete from todos where id = ${recent.orphan.id}`;
 
     // Nothing is past retention yet.
-    expect(await retentionPass(deps())).toEqual({ todos: 0, events: 0, replayKeys: 0, oauth: 0, presenceHistory: 0, more: false });
+    expect(await retentionPass(deps())).toEqual({ todos: 0, events: 0, replayKeys: 0, oauth: 0, presenceHistory: 0, webhookRefusals: 0, more: false });
 
     f.app.clock.advance(2 * DAY);
-    expect(await retentionPass(deps())).toEqual({ todos: 3, events: 4, replayKeys: 0, oauth: 0, presenceHistory: 0, more: false });
+    expect(await retentionPass(deps())).toEqual({ todos: 3, events: 4, replayKeys: 0, oauth: 0, presenceHistory: 0, webhookRefusals: 0, more: false });
     for (const t of [old.done, old.failed, old.canceled]) {
       expect(await exists('todos', t.id)).toBe(false);
       expect(await exists('events', t.eventId)).toBe(false);
@@ -130,6 +130,22 @@ describe('the retention pass', () => {
     expect(await retentionPass(deps())).toMatchObject({ replayKeys: 1 });
     const left = await f.sql<{ body: Buffer }[]>`select body_sha256 as body from replay_keys where webhook_id = ${w.json.webhook_id}`;
     expect(left.map((r) => r.body.toString())).toEqual(['new body']);
+  });
+
+  it('deletes the refusal counts of webhooks older than the cutoff, as the events, and keeps newer ones', async () => {
+    const e = await vend(f.api, { name: 'ret-refusals', queues: ['reviews'] });
+    const w = await f.api('POST', `/api/v1/endpoints/${e.slug}/webhooks`, { source_type: 'generic', target_queue: 'reviews' });
+    const refuse = async () => expect((await fetch(w.json.ingest_url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: 'not json' })).status).toBe(400);
+    await refuse();
+    await f.app.services.webhookRefusals.flush();
+    f.app.clock.advance(RETENTION - DAY);
+    await refuse();
+    await f.app.services.webhookRefusals.flush();
+    const kept = async () => (await f.sql`select n from webhook_refusals where webhook_id = ${w.json.webhook_id} order by bucket`).map((r) => r.n);
+    expect(await kept()).toEqual([1, 1]);
+    f.app.clock.advance(2 * DAY);
+    expect(await retentionPass(deps())).toMatchObject({ webhookRefusals: 1 });
+    expect(await kept()).toEqual([1]);
   });
 
   it('deletes presence history older than 30 days whatever SWITCHBOARD_RETENTION says, and keeps younger rows', async () => {

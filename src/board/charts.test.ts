@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { connectAgent } from '../../test/support/agents.ts';
 import { apiCaller } from '../../test/support/app.ts';
 import { alice, app, bob, browser, clients, db, push, signedIn, useBoardSuite, vend } from '../../test/support/board.ts';
+import { INGEST_BODY_LIMIT } from '../ingest-http/routes.ts';
 import { UPLOT_ASSET, UPLOT_CSS_ASSET } from './pages.ts';
 
 // The charts' JSON routes and the pages that carry the charts (issue 39 item 3): shapes, human
@@ -131,6 +132,36 @@ describe('the charts’ JSON routes', () => {
     expect(page).toContain(`data-chart="deliveries" data-chart-src="/webhooks/${w.webhook_id}/history.json?range=1h"`);
     expect(page.match(/<td data-key="routed">(\d+)<\/td>/g)?.map((c) => Number(/>(\d+)</.exec(c)![1])).reduce((a, n) => a + n, 0)).toBe(2);
     expect(page).toContain(`href="/endpoints/${e.id}/webhooks/${w.webhook_id}/rules?range=7d#charts"`);
+  });
+
+  it('counts refused deliveries as their own outcome: a bad body, a body over the limit; the table shows them beside the routed', async () => {
+    const e = await vend(alice, 'refusing', ['inbox']);
+    const made = await apiCaller(app.url, alice.token)('POST', `/api/v1/endpoints/${e.slug}/webhooks`, { source_type: 'generic', target_queue: 'inbox' });
+    const w = made.json as { webhook_id: string; ingest_url: string };
+    const deliver = (body: string | Buffer) => fetch(w.ingest_url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    expect((await deliver(JSON.stringify({ title: 'fine' }))).status).toBe(202);
+    expect((await deliver('not json')).status).toBe(400);
+    expect((await deliver('{"title": ')).status).toBe(400);
+    expect((await deliver(Buffer.alloc(INGEST_BODY_LIMIT + 1, 0x20))).status).toBe(413);
+    // Counted in memory until the tally's loop (or a stop) writes them.
+    const b = await signedIn(alice);
+    const before = await json(b, `/webhooks/${w.webhook_id}/history.json?range=1h`);
+    expect(before.body.outcomes.refused).toBeUndefined();
+    await app.services.webhookRefusals.flush();
+    expect(await db.sql`select reason, n from webhook_refusals where webhook_id = ${w.webhook_id} order by reason`).toEqual([
+      { reason: 'invalid_argument', n: 2 },
+      { reason: 'payload_too_large', n: 1 },
+    ]);
+    const r = await json(b, `/webhooks/${w.webhook_id}/history.json?range=1h`);
+    const total = (xs: number[]) => xs.reduce((a, n) => a + n, 0);
+    expect(total(r.body.outcomes.refused)).toBe(3);
+    expect(total(r.body.outcomes.routed)).toBe(1);
+    // The same minute as the routed delivery.
+    expect(r.body.outcomes.refused.indexOf(3)).toBe(r.body.outcomes.routed.indexOf(1));
+    const page = (await b.get(`/endpoints/${e.id}/webhooks/${w.webhook_id}/rules?range=1h`)).text;
+    const cells = (key: string) => page.match(new RegExp(`<td data-key="${key}">(\\d+)</td>`, 'g'))?.map((c) => Number(/>(\d+)</.exec(c)![1])) ?? [];
+    expect(total(cells('refused'))).toBe(3);
+    expect(total(cells('routed'))).toBe(1);
   });
 
   it('GET /endpoints/{id}/presence.json answers the week as spans of in and out with their source, and the shift behind', async () => {

@@ -16,6 +16,7 @@ import type { EventInput } from '../store/todos/index.ts';
 import { recordEventWithoutTodo } from '../store/webhook-events.ts';
 import type { IngestTarget } from '../store/webhooks.ts';
 import type { ServiceBase } from './base.ts';
+import type { WebhookRefusalTally } from './webhook-refusals.ts';
 import type { TodoService } from './todos.ts';
 import type { Webhooks } from './webhooks.ts';
 
@@ -98,8 +99,19 @@ export class IngestService {
       todos: TodoService;
       /** How far back a signed body counts as already delivered (SWITCHBOARD_RETENTION, the events' lifetime). */
       replayWindowMs: number;
+      /** Refused deliveries per webhook, for its deliveries chart. */
+      refusals: Pick<WebhookRefusalTally, 'count'>;
     },
   ) {}
+
+  /**
+   * A delivery to a known webhook refused before IngestService saw its body (over the webhook's
+   * rate, the instance reading too many bodies, a body over the limit): counted for its chart.
+   */
+  refusedEarly(target: IngestTarget, error: SwitchboardError): SwitchboardError {
+    this.deps.refusals.count(target.id, error.code);
+    return error;
+  }
 
   /** The webhook an ingest token names, or null: looked up before the body is read. */
   findTarget(token: string): Promise<IngestTarget | null> {
@@ -114,6 +126,7 @@ export class IngestService {
     const provider = target.source_type;
     const reject = (error: SwitchboardError) => {
       metrics.webhookDeliveries.inc({ provider, trust_mode: target.trust_mode, verdict: 'rejected' });
+      this.deps.refusals.count(target.id, error.code);
       return refused(error);
     };
     if (target.endpoint_state !== 'active') return reject(notActive());

@@ -4,6 +4,7 @@ import type { Logger } from '../../lib/log.ts';
 import { deleteFinishedTodosUnscoped, deleteOldReplayKeysUnscoped, deleteOrphanEventsUnscoped, deleteTodolessEventsUnscoped, type EventWalkPosition } from '../../store/retention.ts';
 import { deleteExpiredOAuthRowsUnscoped } from '../../store/oauth/index.ts';
 import { deleteOldPresenceHistoryUnscoped, PRESENCE_HISTORY_KEEP_MS } from '../../store/presence-history/index.ts';
+import { deleteOldWebhookRefusalsUnscoped } from '../../store/webhook-refusals.ts';
 import type { MaintenanceLoop } from './loop.ts';
 
 /**
@@ -58,6 +59,8 @@ export interface RetentionPass {
   oauth: number;
   /** Presence history rows older than 30 days (whatever the retention). */
   presenceHistory: number;
+  /** Minutes of webhook refusal counts past the window (kept as long as the events). */
+  webhookRefusals: number;
   /** True when a kind still had a full batch at the tick's end (more is waiting). */
   more: boolean;
 }
@@ -67,7 +70,7 @@ export interface RetentionPass {
  * now - retention and their events, then events routing recorded without a todo, then a stretch
  * of the walk for any other event no todo points at (RETENTION_WALK_EVENTS read, going on
  * from where the last pass stopped: the old events live todos keep are not read again every
- * pass), then replay keys, then OAuth
+ * pass), then replay keys, then webhook refusal counts, then OAuth
  * tokens, codes and revoked grants past the same window, then presence history older than 30
  * days (its own window, whatever the retention); each in
  * batches until a batch comes back short or the tick's budget is spent (batchesPerTick of each
@@ -77,7 +80,7 @@ export interface RetentionPass {
 export async function retentionPass(deps: RetentionDeps): Promise<RetentionPass> {
   const { sql, clock, log, retentionMs, batch = RETENTION_BATCH, batchesPerTick = RETENTION_BATCHES_PER_TICK, budgetMs = RETENTION_PASS_BUDGET_MS, walkEvents = RETENTION_WALK_EVENTS } = deps;
   const cutoff = new Date(clock.now().getTime() - retentionMs);
-  const out: RetentionPass = { todos: 0, events: 0, replayKeys: 0, oauth: 0, presenceHistory: 0, more: false };
+  const out: RetentionPass = { todos: 0, events: 0, replayKeys: 0, oauth: 0, presenceHistory: 0, webhookRefusals: 0, more: false };
   const started = performance.now();
   const drain = async (step: () => Promise<number>): Promise<void> => {
     for (let i = 0; i < batchesPerTick; i++) {
@@ -111,6 +114,11 @@ export async function retentionPass(deps: RetentionDeps): Promise<RetentionPass>
     return n;
   });
   await drain(async () => {
+    const n = await deleteOldWebhookRefusalsUnscoped(sql, cutoff, batch);
+    out.webhookRefusals += n;
+    return n;
+  });
+  await drain(async () => {
     const n = await deleteExpiredOAuthRowsUnscoped(sql, cutoff, batch);
     out.oauth += n;
     return n;
@@ -121,7 +129,7 @@ export async function retentionPass(deps: RetentionDeps): Promise<RetentionPass>
     out.presenceHistory += n;
     return n;
   });
-  if (out.todos || out.events || out.replayKeys || out.oauth || out.presenceHistory) log.info({ ...out, cutoff: cutoff.toISOString() }, 'retention pass');
+  if (out.todos || out.events || out.replayKeys || out.oauth || out.presenceHistory || out.webhookRefusals) log.info({ ...out, cutoff: cutoff.toISOString() }, 'retention pass');
   return out;
 }
 

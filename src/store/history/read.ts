@@ -193,9 +193,10 @@ export async function pendingDepthOf(
 /**
  * Deliveries per point and outcome of one of the human's webhooks (the events it recorded):
  * routing's disposition (`routed` made a todo, `dropped`, `repeat`, `faulted`, `recorded`: nothing
- * to route, such as a ping). A refused delivery (bad signature, bad body) is never recorded, so it
- * is not here (switchboard_webhook_deliveries_total{verdict="rejected"} counts it); `verified` is
- * false for every delivery to a generic webhook (trusted by its URL), so it says nothing of a refusal.
+ * to route, such as a ping), and `refused`: a delivery answered with an error (bad signature, bad
+ * body, over the webhook's rate or the body limit), which is never recorded as an event; its count
+ * comes from webhook_refusals. `verified` is false for every delivery to a generic webhook
+ * (trusted by its URL), so it says nothing of a refusal.
  */
 export async function webhookDeliveriesOf(
   sql: Sql,
@@ -211,5 +212,14 @@ export async function webhookDeliveriesOf(
     join webhooks wh on wh.id = ev.webhook_id
     join endpoints e on e.id = wh.endpoint_id join agents a on a.id = e.agent_id
     where wh.id = ${webhookId} and a.owner_human_id = ${humanId} and ev.received_at >= ${w.from} and ev.received_at < ${w.to}
-    group by 1, 2 order by 1, 2`;
+    group by 1, 2
+    union all
+    -- Refused deliveries wrote no event: their counts per minute (migration 0033), every reason as one outcome.
+    select to_timestamp(floor(extract(epoch from r.bucket) / ${w.stepSeconds}) * ${w.stepSeconds}), 'refused', sum(r.n)::int
+    from webhook_refusals r
+    join webhooks wh on wh.id = r.webhook_id
+    join endpoints e on e.id = wh.endpoint_id join agents a on a.id = e.agent_id
+    where r.webhook_id = ${webhookId} and a.owner_human_id = ${humanId} and r.bucket >= ${w.from} and r.bucket < ${w.to}
+    group by 1
+    order by 1, 2`;
 }
