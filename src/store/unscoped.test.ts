@@ -24,6 +24,7 @@ const UNSCOPED = {
   'todos/push.ts': ['chargeDueRingsUnscoped'],
   'todos/reads.ts': ['queueStatsUnscoped', 'todoQueueUnscoped'],
   'todos/sweeps.ts': ['reapExpiredLeasesUnscoped', 'releaseDueDelayedUnscoped', 'requeueDueRetriesUnscoped'],
+  'webhook-refusals.ts': ['deleteOldWebhookRefusalsUnscoped'],
   'webhooks.ts': ['countSignedWebhooksUnscoped', 'findIngestTargetUnscoped', 'legacyWebhookSecretsUnscoped', 'resealWebhookSecretUnscoped'],
 };
 
