@@ -9,6 +9,7 @@ import { countEndpointTodos } from './board.ts';
 import { listOwnEndpointsPage } from './endpoints.ts';
 import { deleteExpiredOAuthRowsUnscoped } from './oauth/index.ts';
 import { deleteOldPresenceHistoryUnscoped } from './presence-history/index.ts';
+import { deleteOldWebhookRefusalsUnscoped } from './webhook-refusals.ts';
 import { deleteFinishedTodosUnscoped, deleteOldReplayKeysUnscoped, deleteOrphanEventsUnscoped, deleteTodolessEventsUnscoped } from './retention.ts';
 import { presenceWatchlistUnscoped } from './presence.ts';
 import { markUnheardSessionsUnscoped } from './sessions.ts';
@@ -507,6 +508,10 @@ describe('unheard ring sweep plans', () => {
         select '00000000-0000-4000-8000-00000000a001', sha256(('b' || g)::bytea), ${now}::timestamptz - (g % 40000) * interval '1 minute', g
         from generate_series(1, 5000) g`;
       await db.sql`
+        insert into webhook_refusals (webhook_id, bucket, reason, n)
+        select '00000000-0000-4000-8000-00000000a001', ${now}::timestamptz - g * interval '1 minute', r, 1
+        from generate_series(1, 3000) g, unnest(array['unauthenticated', 'invalid_argument']) r`;
+      await db.sql`
         insert into oauth_clients (client_id, client_name, redirect_uris, created_at)
         select 'cl_loops_' || g, 'c', '{http://127.0.0.1/cb}', ${now}::timestamptz - (g % 40) * interval '1 day' from generate_series(1, 2000) g`;
       await db.sql`
@@ -535,6 +540,7 @@ describe('unheard ring sweep plans', () => {
       [/e\.disposition in/, ['events_todoless_idx', 'events_pkey']],
       [/with walked as/, ['events_received_at_idx', 'events_pkey']],
       [/from replay_keys/, ['replay_keys_received_at_idx']],
+      [/from webhook_refusals/, ['webhook_refusals_bucket_idx']],
       [/from oauth_tokens where expires_at/, ['oauth_tokens_expiry_idx', 'oauth_tokens_pkey']],
       [/from oauth_codes where expires_at/, ['oauth_codes_expiry_idx', 'oauth_codes_pkey']],
       [/from oauth_grants g where g\.revoked_at/, ['oauth_grants_revoked_idx', 'oauth_grants_pkey']],
@@ -548,6 +554,7 @@ describe('unheard ring sweep plans', () => {
         await deleteTodolessEventsUnscoped(sql, cutoff, 200);
         await deleteOrphanEventsUnscoped(sql, cutoff, 400, null);
         await deleteOldReplayKeysUnscoped(sql, cutoff, 200);
+        await deleteOldWebhookRefusalsUnscoped(sql, cutoff, 200);
         await deleteExpiredOAuthRowsUnscoped(sql, cutoff, 200);
         await deleteOldPresenceHistoryUnscoped(sql, new Date(now.getTime() - 30 * 86_400_000), 200);
       }, /^\s*(with|delete)/);

@@ -24,14 +24,17 @@ export async function addWebhookRefusals(sql: Sql, counts: WebhookRefusalCount[]
   return written.count;
 }
 
-/** Deletes up to `limit` minutes of refusal counts, of any webhook, before `cutoff` (the retention loop), oldest first. */
+/**
+ * Deletes up to `limit` minutes of refusal counts, of any webhook, before `cutoff` (the retention
+ * loop), oldest first: picked through webhook_refusals_bucket_idx and deleted by their row ids (a
+ * join on the three key columns was planned generically as a scan of the whole table).
+ */
 export async function deleteOldWebhookRefusalsUnscoped(sql: Sql, cutoff: Date, limit: number): Promise<number> {
   const rows = await sql`
     with doomed as materialized (
-      select webhook_id, bucket, reason from webhook_refusals where bucket < ${cutoff} order by bucket limit ${limit}
+      select ctid from webhook_refusals where bucket < ${cutoff} order by bucket limit ${limit}
     )
-    delete from webhook_refusals r using doomed d
-    where r.webhook_id = d.webhook_id and r.bucket = d.bucket and r.reason = d.reason
+    delete from webhook_refusals where ctid = any(array(select ctid from doomed))
     returning 1`;
   return rows.length;
 }
