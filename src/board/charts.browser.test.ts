@@ -17,10 +17,11 @@ import { fmtMs } from './views/charts.ts';
 /**
  * The board's charts in Debian's Chromium (issue 39): a day of simulated traffic on the injected
  * clock (pushes, claims, finishes and a dead letter, doorbells heard by claim and by ack and
- * unheard, webhook deliveries routed and dropped, a shift, a clock-out), the history loop run as its
- * minute loop would; then every chart page is opened, each chart screenshot to
+ * unheard, webhook deliveries routed, dropped and refused, a shift, a clock-out), the history
+ * loop run as its minute loop would; then every chart page is opened, each chart screenshot to
  * test-results/board/charts-*.png, and each chart's drawn points and its no-JS table compared with
- * buckets computed here from the todos, doorbell_rings, events and presence_history rows. The
+ * buckets computed here from the todos, doorbell_rings, events and presence_history rows and the
+ * times the test saw deliveries refused. The
  * open chart redraws when the event stream says something changed; no CSP violation anywhere.
  */
 
@@ -36,6 +37,8 @@ let webhook: { webhook_id: string; ingest_url: string };
 const clients: Client[] = [];
 /** Every pass of the history loop, as the rows' depth is computed at each. */
 const maintained: Date[] = [];
+/** When each delivery the webhook refused was answered. */
+const refusedAt: Date[] = [];
 
 const DAY = '2026-03-02';
 const at = (hhmm: string, day = DAY) => new Date(`${day}T${hhmm}:00Z`);
@@ -63,6 +66,7 @@ const set = (hhmm: string, day = DAY) => app.clock.set(at(hhmm, day));
 async function maintain(): Promise<void> {
   await app.services.acks.sweep();
   await app.services.history.maintain();
+  await app.services.webhookRefusals.flush();
   maintained.push(app.clock.now());
 }
 async function pushTodo(title: string, queue: string, extra: Record<string, unknown> = {}): Promise<string> {
@@ -78,6 +82,14 @@ async function ringOf(todoId: string): Promise<string | null> {
     if (row) return row.ring_id;
     if (Date.now() > deadline) return null;
     await new Promise((r) => setTimeout(r, 20));
+  }
+}
+/** `n` deliveries the webhook refuses (a body that is not JSON), each answered 400. */
+async function refuse(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const r = await fetch(webhook.ingest_url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"title": ' });
+    expect(r.status).toBe(400);
+    refusedAt.push(app.clock.now());
   }
 }
 async function deliver(id: string, event = 'build'): Promise<void> {
@@ -187,6 +199,7 @@ describe('charts on the board, in Chromium', { timeout: 120_000 }, () => {
       set(`${hh}:30`);
       await deliver(`d${h}`);
       if (h === 10 || h === 14) await deliver(`n${h}`, 'noise'); // dropped by the rule
+      if (h === 11 || h === 15) await refuse(h === 11 ? 2 : 1); // not JSON: refused, 400
       if (h % 2 === 0) {
         set(`${hh}:40`);
         expect(await agent.call('claim', { id: b })).toMatchObject({ state: 'claimed' });
@@ -212,7 +225,7 @@ describe('charts on the board, in Chromium', { timeout: 120_000 }, () => {
     await app.services.acks.sweep();
     await maintain();
 
-    rows = await readRows(db.sql, e.id, webhook.webhook_id);
+    rows = await readRows(db.sql, e.id, webhook.webhook_id, refusedAt);
     // The day covers what the charts are for.
     const sum = (k: 'rings_sent' | 'heard_claim' | 'heard_ack' | 'unheard' | 'dead' | 'completed') =>
       expectedHistory(rows, windowAt('24h', app.clock.now()), maintained).reduce((a, p) => a + p[k], 0);
@@ -224,6 +237,7 @@ describe('charts on the board, in Chromium', { timeout: 120_000 }, () => {
     expect(sum('completed')).toBeGreaterThan(5);
     expect(rows.presence.map((p) => `${p.to}:${p.source}`)).toEqual(expect.arrayContaining(['in:shift', 'out:operator', 'out:shift']));
     expect(new Set(rows.events.map((ev) => ev.outcome))).toEqual(new Set(['routed', 'dropped']));
+    expect(rows.refused).toHaveLength(3);
   });
 
   it('signs in and draws the endpoint page’s charts over 24 h: each equals the rows’ buckets, and so does its table', async () => {

@@ -10,16 +10,19 @@ export interface Rows {
   todos: { queue: string; created_at: Date; claimed_at: Date | null; updated_at: Date; state: string; next_retry_at: Date | null }[];
   rings: { kind: string; sent_at: Date; acked_at: Date | null; ack_via: string | null; unheard_at: Date | null; queue: string | null }[];
   events: { received_at: Date; outcome: string }[];
+  /** When the deliveries the test saw refused were answered: a refusal writes no row of its own to read. */
+  refused: Date[];
   presence: { at: Date; from: 'in' | 'out'; to: 'in' | 'out'; source: string }[];
 }
 
-export async function readRows(sql: Sql, endpointId: string, webhookId: string): Promise<Rows> {
+export async function readRows(sql: Sql, endpointId: string, webhookId: string, refused: Date[]): Promise<Rows> {
   const [e] = await sql<{ created_at: Date }[]>`select created_at from endpoints where id = ${endpointId}`;
   return {
     created_at: e!.created_at,
     todos: await sql`select queue, created_at, claimed_at, updated_at, state, next_retry_at from todos where endpoint_id = ${endpointId} and not synthetic`,
     rings: await sql`select kind, sent_at, acked_at, ack_via, unheard_at, queue from doorbell_rings where endpoint_id = ${endpointId} and not synthetic and kind in ('todo', 'digest')`,
     events: await sql`select received_at, coalesce(disposition, 'routed') as outcome from events where webhook_id = ${webhookId}`,
+    refused,
     presence: await sql`select at, from_presence as "from", to_presence as "to", source from presence_history where endpoint_id = ${endpointId} order by at`,
   };
 }
@@ -101,7 +104,8 @@ export function expectedHistory(rows: Rows, w: { from: Date; stepSeconds: number
 /** Per outcome present in the window, the webhook's deliveries per point. */
 export function expectedOutcomes(rows: Rows, w: { from: Date; stepSeconds: number; points: number }): Record<string, number[]> {
   const out: Record<string, number[]> = {};
-  for (const ev of rows.events) {
+  const deliveries = [...rows.events, ...rows.refused.map((received_at) => ({ received_at, outcome: 'refused' }))];
+  for (const ev of deliveries) {
     const i = Math.floor((ev.received_at.getTime() - w.from.getTime()) / (w.stepSeconds * 1000));
     if (i < 0 || i >= w.points) continue;
     (out[ev.outcome] ??= new Array<number>(w.points).fill(0))[i]!++;
