@@ -53,6 +53,10 @@ describe('discovery and registration', () => {
     expect((await fetch(`${base}/.well-known/oauth-protected-resource/mcp/Not_A_Slug!`)).status).toBe(404);
 
     expect(await onMcp(e.slug, 'sba_not-a-token')).toEqual({ status: 401, challenge: mcpChallenge(base, e.slug) });
+    // A path no endpoint could have: still 401, and no metadata to point at (it would be a 404).
+    const malformed = await fetch(`${base}/mcp/Not_A_Slug`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+    expect(malformed.status).toBe(401);
+    expect(malformed.headers.get('www-authenticate')).toBe('Bearer realm="switchboard"');
     const bareApi = await fetch(`${base}/api/v1/me`);
     expect(bareApi.status).toBe(401);
     expect(bareApi.headers.get('www-authenticate')).toBe(apiChallenge(base));

@@ -137,9 +137,10 @@ export function registerMcp(app: FastifyInstance, deps: McpDeps): void {
       if ('retryAfter' in attempt) throw new TransportRefusal(429, TRANSPORT_ERROR, 'Too Many Requests: too many failed authentications from this address', { 'retry-after': String(attempt.retryAfter) });
       const endpoint = attempt.value;
       if (!endpoint) {
-        // RFC 9728 §5.1: an OAuth client given only this URL learns where to get a token for it.
+        // RFC 9728 §5.1: an OAuth client given only this URL learns where to get a token for it. A
+        // path no endpoint could have has no metadata (404 there), so the challenge names none.
         throw new TransportRefusal(401, TRANSPORT_ERROR, 'Unauthorized: a valid endpoint credential (sbk_...) or OAuth access token for this URL is required', {
-          'www-authenticate': `${MCP_REALM}, resource_metadata="${deps.oauth.resourceMetadataUrl(`/mcp/${isSlug(slug) ? slug : 'invalid'}`)}"`,
+          'www-authenticate': isSlug(slug) ? `${MCP_REALM}, resource_metadata="${deps.oauth.resourceMetadataUrl(`/mcp/${slug}`)}"` : MCP_REALM,
         });
       }
       const wait = endpointLimiter.take(endpoint.id);
