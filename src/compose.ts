@@ -13,7 +13,8 @@ import { SelfTests } from './services/doorbell/self-tests.ts';
 import { EndpointCredentials } from './services/endpoint-credentials.ts';
 import { OAuthServer } from './services/oauth.ts';
 import { HISTORY_INTERVAL_MS, HistoryService } from './services/history.ts';
-import { REFUSAL_FLUSH_MS, WebhookRefusalTally } from './services/webhook-refusals.ts';
+import { WebhookRefusalTally } from './services/webhook-refusals.ts';
+import { webhookRefusalsLoop } from './services/maintenance/webhook-refusals.ts';
 import { EndpointService } from './services/endpoints.ts';
 import { Humans } from './services/humans.ts';
 import { IngestService } from './services/ingest.ts';
@@ -167,6 +168,6 @@ export function maintenanceLoopsOf(s: Services): MaintenanceLoop[] {
     sessionJanitorLoop(s.directory),
     retentionLoop({ sql, clock, log, retentionMs: s.retentionMs }),
     { name: 'history', intervalMs: HISTORY_INTERVAL_MS, tick: () => s.history.maintain() },
-    { name: 'webhook-refusals', intervalMs: REFUSAL_FLUSH_MS, tick: () => s.webhookRefusals.flush() },
+    webhookRefusalsLoop(s.webhookRefusals),
   ];
 }
