@@ -230,10 +230,13 @@ describe('an idle client whose access token expires', () => {
     // The session stays; only its stream ended.
     expect(app.services.sessions.all().some((s) => s.id === agent.sessionId)).toBe(true);
 
-    await until(() => stream() !== null && stream() !== first, 'the SDK to reconnect the stream', 15_000);
-    const steps = oauthSteps(agent, app.url).slice(exchangesBefore);
-    expect(steps).toEqual([`GET /mcp/${e.slug} 401`, ...steps.slice(1, -1), `GET /mcp/${e.slug} 200`]);
-    expect(steps).toContain('POST /oauth/token 200');
+    // The server attaches the new stream before the SDK's fetch (which records the exchange) resolves.
+    const steps = () => oauthSteps(agent, app.url).slice(exchangesBefore);
+    await until(() => stream() !== null && stream() !== first && steps().at(-1) === `GET /mcp/${e.slug} 200`, 'the SDK to reconnect the stream', 15_000);
+    const reconnect = steps();
+    expect(reconnect[0]).toBe(`GET /mcp/${e.slug} 401`);
+    expect(reconnect).toContain('POST /oauth/token 200');
+    expect(reconnect.filter((x) => x.startsWith('GET /mcp/'))).toEqual([`GET /mcp/${e.slug} 401`, `GET /mcp/${e.slug} 200`]);
     expect(provider.stored!.access_token).not.toBe(issued.access_token);
     expect(provider.authorizations).toHaveLength(1);
 
