@@ -34,9 +34,8 @@ import { parseArgs } from 'node:util';
 import { LANES, POOL_MAX } from '../src/db/connect.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
-import { SecretBox, sealedFor } from '../src/lib/crypto-box.ts';
+import { SecretBox } from '../src/lib/crypto-box.ts';
 import { addHuman, createToken } from '../src/store/humans.ts';
-import { createWebhook } from '../src/store/webhooks.ts';
 import { startPgBouncer, type PgBouncer } from '../test/support/pgbouncer.ts';
 import {
   describeProfile,
@@ -55,6 +54,7 @@ import {
   type Sent,
 } from './cluster-bench.ts';
 import { WARMUP_JOBS, benchCommit, percentile, seedPendingTodos } from './lib.ts';
+import { sealedWebhook } from './sealed-webhook.ts';
 
 const { values } = parseArgs({
   options: {
@@ -120,18 +120,6 @@ try {
   const keyBytes = randomBytes(32);
   const key = keyBytes.toString('hex');
   const box = new SecretBox(keyBytes);
-  // Spread endpoints through the store as the webhook service writes them (the API's write limit,
-  // 5/s a token, would take minutes): the secret sealed under the instances' key, bound to its row.
-  const spreadHook = async (name: string, baseUrl: string) => {
-    const now = systemClock.now();
-    const { endpoint } = await vendEndpoint(sql, human.id, { name, queues: ['issues'] }, now);
-    const minted = await createWebhook(
-      sql,
-      { endpointId: endpoint.id, source: 'github', queue: 'issues', createdBy: `operator:${human.id}`, ceiling: 10, seal: (secret, id) => box.for(sealedFor('webhooks', id)).seal(secret) },
-      now,
-    );
-    return { endpointId: endpoint.id, target: { url: `${baseUrl}/webhooks/w/${minted.ingestToken}`, secret: minted.signingSecret! } };
-  };
   const variants: { name: Config['variant']; env: Record<string, string> }[] = [{ name: 'direct', env: { SWITCHBOARD_DATABASE_URL: cluster.url } }];
   if (bouncer) variants.push({ name: 'pgbouncer', env: { SWITCHBOARD_DATABASE_URL: bouncer.url(cluster.url), SWITCHBOARD_LISTEN_DATABASE_URL: cluster.url } });
 
@@ -158,7 +146,7 @@ try {
       const webhook = await api(`/endpoints/${endpoint.slug}/webhooks`, { source_type: 'github', target_queue: 'issues' });
       const vended = await vendEndpoint(sql, human.id, { name: `drain-${v.name}-${n}`, queues: ['work'] }, systemClock.now());
       const spread = [];
-      for (let i = 0; i < SPREAD; i++) spread.push(await spreadHook(`spread-${v.name}-${n}-${i}`, balancer.url));
+      for (let i = 0; i < SPREAD; i++) spread.push(await sealedWebhook(sql, human.id, box, `spread-${v.name}-${n}-${i}`, balancer.url));
       configs.push({
         variant: v.name,
         n,
@@ -173,7 +161,7 @@ try {
         },
         ingestTarget: { url: `${balancer.url}${new URL(webhook.ingest_url!).pathname}`, secret: webhook.signing_secret! },
         ingestEndpointId: endpoint.id!,
-        spreadTargets: spread.map((x) => x.target),
+        spreadTargets: spread.map(({ url, secret }) => ({ url, secret })),
         spreadEndpointIds: spread.map((x) => x.endpointId),
         spreadSent: [],
         spreadWarmAccepted: 0,

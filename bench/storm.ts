@@ -22,14 +22,12 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { SecretBox, sealedFor } from '../src/lib/crypto-box.ts';
-import { systemClock } from '../src/lib/clock.ts';
-import { vendEndpoint } from '../src/store/endpoints.ts';
+import { SecretBox } from '../src/lib/crypto-box.ts';
 import { addHuman } from '../src/store/humans.ts';
-import { createWebhook } from '../src/store/webhooks.ts';
 import { describeProfile, loadAverage, mergeSent, sendFrom, spawnInstance, startProfiledCluster, type Instance, type Roles, type Sent } from './cluster-bench.ts';
 import { startIngestFloor, type IngestFloor } from './ingest-floor.ts';
 import { benchCommit } from './lib.ts';
+import { sealedWebhook } from './sealed-webhook.ts';
 
 const { values } = parseArgs({
   options: {
@@ -67,19 +65,8 @@ try {
   });
   const floorSecret = randomBytes(32).toString('hex');
   floor = await startIngestFloor(cluster.url, floorSecret);
-  // Through the store as the webhook service writes them (the secret sealed under the instance's
-  // key, bound to its row): the API's write limit (5/s a token) would take minutes for 2,000 writes.
   const box = new SecretBox(key);
-  const hook = async (name: string) => {
-    const now = systemClock.now();
-    const { endpoint } = await vendEndpoint(sql, human.id, { name, queues: ['issues'] }, now);
-    const minted = await createWebhook(
-      sql,
-      { endpointId: endpoint.id, source: 'github', queue: 'issues', createdBy: `operator:${human.id}`, ceiling: 10, seal: (secret, id) => box.for(sealedFor('webhooks', id)).seal(secret) },
-      now,
-    );
-    return { endpointId: endpoint.id, url: `${instance!.url}/webhooks/w/${minted.ingestToken}`, secret: minted.signingSecret! };
-  };
+  const hook = (name: string) => sealedWebhook(sql, human.id, box, name, instance!.url);
   const hot = await hook('hot');
   const t0 = performance.now();
   const spread: Awaited<ReturnType<typeof hook>>[] = [];
