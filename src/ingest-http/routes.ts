@@ -65,11 +65,11 @@ export function registerIngest(app: FastifyInstance, deps: IngestDeps): void {
       const wait = perWebhook.take(target.id);
       if (wait > 0) {
         const over = new SwitchboardError('rate_limited', `this webhook is receiving more than ${rate} deliveries a second (SWITCHBOARD_INGEST_RATE)`, { retry_after: wait });
-        return sendError(reply.header('connection', 'close'), deps.ingest.refusedEarly(target, over));
+        return sendError(reply.header('connection', 'close'), deps.ingest.countRefusal(target, over));
       }
       if (bodiesInFlight >= INGEST_BODIES_IN_FLIGHT) {
         const busy = new SwitchboardError('unavailable', `this instance is reading ${INGEST_BODIES_IN_FLIGHT} deliveries already; retry shortly`, { retry_after: 5 });
-        return sendError(reply.header('connection', 'close'), deps.ingest.refusedEarly(target, busy));
+        return sendError(reply.header('connection', 'close'), deps.ingest.countRefusal(target, busy));
       }
       bodiesInFlight++;
       reply.raw.once('close', () => bodiesInFlight--);
@@ -79,7 +79,7 @@ export function registerIngest(app: FastifyInstance, deps: IngestDeps): void {
     // A body over the limit fails in the content parser, after beforeTheBody found its webhook.
     ingest.addHook('onError', async (req, _reply, err) => {
       const target = targets.get(req);
-      if (target && (err as { statusCode?: number }).statusCode === 413) deps.ingest.refusedEarly(target, new SwitchboardError('payload_too_large', 'request body is too large'));
+      if (target && (err as { statusCode?: number }).statusCode === 413) deps.ingest.countRefusal(target, new SwitchboardError('payload_too_large', 'request body is too large'));
     });
 
     ingest.post('/webhooks/w/:token', { onRequest: beforeTheBody }, async (req, reply) => {

@@ -105,10 +105,11 @@ export class IngestService {
   ) {}
 
   /**
-   * A delivery to a known webhook refused before IngestService saw its body (over the webhook's
-   * rate, the instance reading too many bodies, a body over the limit): counted for its chart.
+   * A delivery to a known webhook refused, counted for its deliveries chart: by deliverTo, and by
+   * the ingest routes before the body is read (over the webhook's rate, the instance reading too
+   * many bodies, a body over the limit). Answers the error.
    */
-  refusedEarly(target: IngestTarget, error: SwitchboardError): SwitchboardError {
+  countRefusal(target: IngestTarget, error: SwitchboardError): SwitchboardError {
     this.deps.refusals.count(target.id, error.code);
     return error;
   }
@@ -126,8 +127,7 @@ export class IngestService {
     const provider = target.source_type;
     const reject = (error: SwitchboardError) => {
       metrics.webhookDeliveries.inc({ provider, trust_mode: target.trust_mode, verdict: 'rejected' });
-      this.deps.refusals.count(target.id, error.code);
-      return refused(error);
+      return refused(this.countRefusal(target, error));
     };
     if (target.endpoint_state !== 'active') return reject(notActive());
     if (d.headers[NOTIFY_HOOK_MARKER.toLowerCase()] !== undefined) {
