@@ -42,7 +42,7 @@ import { connect } from '../src/db/connect.ts';
 import { ManualClock, systemClock } from '../src/lib/clock.ts';
 import { createLogger } from '../src/lib/log.ts';
 import { HistoryService } from '../src/services/history.ts';
-import { foldHistoryDeltasUnscoped, pruneHistoryUnscoped, rollUpHoursUnscoped } from '../src/store/history/index.ts';
+import { foldHistoryDeltasUnscoped, pruneHistoryUnscoped } from '../src/store/history/index.ts';
 import { vendEndpoint } from '../src/store/endpoints.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { createLoginLink } from '../src/store/web-sessions.ts';
@@ -548,7 +548,6 @@ async function reads(url: string, sql: Sql): Promise<Reads> {
     const folded = await foldHistoryDeltasUnscoped(pool.sql, now);
     return `${int(folded.rows)} minute rows, ${int(folded.queues)} depth rows`;
   }, closedMinute));
-  show(await timeRead('  rollUpHours (2 h)', pool, READS, async () => `${int(await rollUpHoursUnscoped(pool.sql, new Date(now.getTime() - 2 * 3600_000), now))} rows`));
   show(await timeRead('  prune', pool, READS, async () => `${int(await pruneHistoryUnscoped(pool.sql, now, 10_000))} rows`));
 
   console.log("reads, median ms (in process: the statement and the shaping, as a page's handler spends them):");

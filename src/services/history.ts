@@ -68,9 +68,9 @@ const emptyPoint = (t: Date): HistoryPoint => ({
 });
 
 /**
- * Queue history (issue 39): the buckets the database triggers write (migration 0025), read as
- * dense series for the board's charts and the API, and kept by the history loop (depth snapshots,
- * the hourly rollup, pruning).
+ * Queue history (issue 39): the rows the database triggers write (a row per change, migration
+ * 0032), read as dense series for the board's charts and the API, and kept by the history loop
+ * (folding closed minutes into minute and hour buckets and every queue's depth, pruning).
  */
 export class HistoryService {
   constructor(private readonly base: ServiceBase) {}

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
  */
 const UNSCOPED = {
   'endpoints.ts': ['activeEndpointAtUnscoped', 'authenticateEndpointCredentialUnscoped', 'inactiveEndpointIdsUnscoped'],
-  'history/maintain.ts': ['foldHistoryDeltasUnscoped', 'pruneHistoryUnscoped', 'rollUpHoursUnscoped'],
+  'history/maintain.ts': ['foldHistoryDeltasUnscoped', 'pruneHistoryUnscoped'],
   'hooks.ts': ['countHooksUnscoped', 'legacyHookSecretsUnscoped', 'resealHookSecretsUnscoped'],
   'instances.ts': ['reapDeadInstancesUnscoped'],
   'oauth/grants.ts': ['revokedGrantIdsUnscoped'],

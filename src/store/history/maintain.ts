@@ -6,7 +6,6 @@ export const MINUTE_HISTORY_MS = 48 * 3600_000;
 export const HOUR_HISTORY_MS = 30 * 86_400_000;
 
 const minuteOf = (at: Date) => new Date(Math.floor(at.getTime() / 60_000) * 60_000);
-const hourOf = (at: Date) => new Date(Math.floor(at.getTime() / 3600_000) * 3600_000);
 
 const COUNT_COLUMNS = ['created', 'claimed', 'completed', 'failed', 'dead', 'pending_change', 'claimed_change', 'rings_sent', 'heard_claim', 'heard_ack', 'unheard', 'digests'];
 const sums = (from: string) => COUNT_COLUMNS.map((c) => `sum(${from}${c}) as ${c}`).join(', ');
@@ -20,10 +19,10 @@ const sums = (from: string) => COUNT_COLUMNS.map((c) => `sum(${from}${c}) as ${c
  * them up. A read's depth at a point's end is the depth now less the changes after it (read.ts), so
  * a queue that did not change writes nothing: the work is the changes, not the queues (a count of
  * every live todo each minute took 6.6 s at 1,000,000 pending over 100,000 endpoints; issue 40).
- * Answers the minute buckets written, the earliest of them, and the queues whose depth changed.
+ * Answers the minute buckets written and the queues whose depth changed.
  */
-export async function foldHistoryDeltasUnscoped(sql: Sql, before: Date): Promise<{ rows: number; earliest: Date | null; queues: number }> {
-  const [row] = await sql<{ rows: number; earliest: Date | null; queues: number }[]>`
+export async function foldHistoryDeltasUnscoped(sql: Sql, before: Date): Promise<{ rows: number; queues: number }> {
+  const [row] = await sql<{ rows: number; queues: number }[]>`
     with moved as (delete from todo_history_delta where bucket < ${minuteOf(before)} returning *),
     kept as (
       -- The rows of an endpoint deleted meanwhile go with it (a probe per row, endpoints_pkey: as
@@ -43,7 +42,7 @@ export async function foldHistoryDeltasUnscoped(sql: Sql, before: Date): Promise
       on conflict (width, endpoint_id, bucket, queue) do update set
         ${sql.unsafe(COUNT_COLUMNS.map((c) => `${c} = h.${c} + excluded.${c}`).join(', '))},
         wait_hist = history_hist_add(h.wait_hist, excluded.wait_hist)
-      returning width, bucket
+      returning width
     ), depth as (
       insert into todo_depth as d (endpoint_id, queue, pending, claimed)
       select endpoint_id, queue, sum(pending_change), sum(claimed_change) from minutes
@@ -52,40 +51,8 @@ export async function foldHistoryDeltasUnscoped(sql: Sql, before: Date): Promise
       returning 1
     )
     select (select count(*) from buckets where width = 'm')::int as rows,
-           (select min(bucket) from buckets where width = 'm') as earliest,
            (select count(*) from depth)::int as queues`;
   return row!;
-}
-
-/**
- * Rolls the (folded) minute buckets of the hours from `since` to `at` up into hour buckets (replacing what
- * was there: the sums are recomputed, so running it twice changes nothing). The history loop no
- * longer runs it (the fold adds to the hours as it goes); it rebuilds hours from their minutes.
- */
-export async function rollUpHoursUnscoped(sql: Sql, since: Date, at: Date): Promise<number> {
-  // One pass over the minutes, grouped once: the depth is the last snapshot's (array_agg ordered
-  // by bucket), the histogram the sum of the group's (histSumSql). A histogram per group looked up
-  // in a CTE by a correlated subquery read that whole CTE once per group: 32 s for the last two
-  // hours of 1,000 endpoints (bench/history.ts), quadratic in the endpoints.
-  const rows = await sql`
-    insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, failed, dead,
-                              pending, claimed_depth, pending_change, claimed_change, wait_hist, rings_sent, heard_claim, heard_ack, unheard, digests)
-    select 'h', date_trunc('hour', m.bucket), m.endpoint_id, m.queue, sum(m.created), sum(m.claimed), sum(m.completed), sum(m.failed), sum(m.dead),
-           (array_agg(m.pending order by m.bucket desc) filter (where m.pending is not null))[1],
-           (array_agg(m.claimed_depth order by m.bucket desc) filter (where m.pending is not null))[1],
-           sum(m.pending_change), sum(m.claimed_change),
-           ${sql.unsafe(histSumSql('m.wait_hist'))},
-           sum(m.rings_sent), sum(m.heard_claim), sum(m.heard_ack), sum(m.unheard), sum(m.digests)
-    from todo_history m
-    where m.width = 'm' and m.bucket >= ${hourOf(since)} and m.bucket < ${new Date(hourOf(at).getTime() + 3600_000)}
-    group by date_trunc('hour', m.bucket), m.endpoint_id, m.queue
-    on conflict (width, endpoint_id, bucket, queue) do update set
-      created = excluded.created, claimed = excluded.claimed, completed = excluded.completed, failed = excluded.failed,
-      dead = excluded.dead, pending = excluded.pending, claimed_depth = excluded.claimed_depth,
-      pending_change = excluded.pending_change, claimed_change = excluded.claimed_change, wait_hist = excluded.wait_hist,
-      rings_sent = excluded.rings_sent, heard_claim = excluded.heard_claim, heard_ack = excluded.heard_ack,
-      unheard = excluded.unheard, digests = excluded.digests`;
-  return rows.count;
 }
 
 /**
