@@ -364,32 +364,32 @@ async function loadHistory(sql: Sql, humanId: string, now: Date, todos: number):
       select k as shape, array_agg(case when b between 8 + k % 5 and 14 + k % 5 then 1 + (b + k) % 4 else 0 end order by b) as hist
       from generate_series(0, 19) k, generate_series(0, 47) b group by k`;
     const hist = (k: string) => tx.unsafe(`(select fh.hist from fixture_hists fh where fh.shape = (${k}) % 20)`);
-    // Busy queues: every minute of the day, folded (the counts and the snapshot's depth).
+    // Busy queues: every minute of the day, folded (the counts and the depth's changes).
     await tx`
-      insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, failed, dead, pending, claimed_depth, wait_hist, rings_sent, heard_claim, heard_ack, unheard, digests)
+      insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, failed, dead, pending_change, claimed_change, wait_hist, rings_sent, heard_claim, heard_ack, unheard, digests)
       select 'm', ${minute}::timestamptz - m * interval '1 minute', f.endpoint_id, f.queue,
              1 + (m + f.i) % 4, 1 + (m + f.i) % 3, (m + f.i) % 3, ((m + f.i) % 50 = 0)::int, 0,
-             20 + (m * 7 + f.i) % 40, (m + f.i) % 3, ${hist('m + f.i')},
+             (m * 7 + f.i) % 5 - 2, (m + f.i) % 3 - 1, ${hist('m + f.i')},
              (m + f.i) % 4, (m + f.i) % 3, 0, ((m + f.i) % 40 = 0)::int, 0
       from fixture_queues f cross join generate_series(1, 1439) m
       where f.busy`;
     // Busy queues: 90 minutes of minute rows past the 48 h keep (the prune's work, 10,000 a pass).
     await tx`
-      insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, pending, claimed_depth)
-      select 'm', ${minute}::timestamptz - interval '48 hours' - m * interval '1 minute', f.endpoint_id, f.queue, 1, 1, 1, 20, 1
+      insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, pending_change, claimed_change)
+      select 'm', ${minute}::timestamptz - interval '48 hours' - m * interval '1 minute', f.endpoint_id, f.queue, 1, 1, 1, 0, 0
       from fixture_queues f cross join generate_series(1, 90) m where f.busy`;
     // Quiet queues: 60 minutes of the day, one row each.
     await tx`
-      insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, pending, claimed_depth, wait_hist, rings_sent, heard_claim, unheard)
+      insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, pending_change, claimed_change, wait_hist, rings_sent, heard_claim, unheard)
       select 'm', ${minute}::timestamptz - (1 + (g * 24 + f.i) % 1439) * interval '1 minute', f.endpoint_id, f.queue,
              1, 1, 1, (g % 2), 0, ${hist('g + f.i')}, 1, (g % 3 > 0)::int, (g % 3 = 0)::int
       from fixture_queues f cross join generate_series(0, 59) g where not f.busy`;
     // Hour rows: every hour of the week for the busy, 24 of its hours for the others.
     await tx`
-      insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, failed, dead, pending, claimed_depth, wait_hist, rings_sent, heard_claim, heard_ack, unheard, digests)
+      insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, failed, dead, pending_change, claimed_change, wait_hist, rings_sent, heard_claim, heard_ack, unheard, digests)
       select 'h', ${hour}::timestamptz - h * interval '1 hour', f.endpoint_id, f.queue,
              90 + (h + f.i) % 40, 80 + (h + f.i) % 30, 80 + (h + f.i) % 30, (h + f.i) % 3, 0,
-             case when f.busy then 20 + (h * 7 + f.i) % 40 else 0 end, case when f.busy then (h + f.i) % 3 else 0 end,
+             case when f.busy then (h * 7 + f.i) % 5 - 2 else 0 end, case when f.busy then (h + f.i) % 3 - 1 else 0 end,
              ${hist('h + f.i')}, 60 + (h + f.i) % 20, 50 + (h + f.i) % 20, 0, (h + f.i) % 5, (h + f.i) % 2
       from fixture_queues f cross join generate_series(0, 167) h
       where f.busy or (h + f.i) % 7 = 0`;

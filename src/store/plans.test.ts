@@ -320,11 +320,11 @@ describe('history plans', () => {
       select ${owner!.agent_id}, 'history-' || g, 'hh' || g, 'p', '{work,reviews}' from generate_series(1, 40) g returning id`;
     mine = made[0]!.id as string;
     await db.sql`
-      insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, pending, claimed_depth, wait_hist)
+      insert into todo_history (width, bucket, endpoint_id, queue, created, claimed, completed, pending_change, claimed_change, wait_hist)
       select 'm', ${now}::timestamptz - m * interval '1 minute', e.id, q, 1, 1, 1, m % 7, 0, array_fill(1, array[48])
       from endpoints e, generate_series(1, 1440) m, unnest(array['work', 'reviews']) q where e.slug like 'history-%'`;
     await db.sql`
-      insert into todo_history (width, bucket, endpoint_id, queue, created, pending, claimed_depth)
+      insert into todo_history (width, bucket, endpoint_id, queue, created, pending_change, claimed_change)
       select 'h', date_trunc('hour', ${now}::timestamptz) - h * interval '1 hour', e.id, 'work', 60, 3, 0
       from endpoints e, generate_series(0, 167) h where e.slug like 'history-%'`;
     await db.sql`
