@@ -82,7 +82,8 @@ describe('PublishTodoReady', () => {
     await until(() => agents[2]!.heard.length === 3, 'three doorbells on the newest stream');
     await settle();
     expect(agents.map((a) => a.heard.length)).toEqual([0, 0, 3]);
-    expect(agents[2]!.heard.map((n) => n.params.meta.todo_id)).toEqual(ids);
+    // Each todo once. Rings go out after each push's commit, so two close pushes may ring in either order.
+    expect(agents[2]!.heard.map((n) => n.params.meta.todo_id).sort()).toEqual([...ids].sort());
     // The creation ring is not charged to the budget.
     for (const id of ids) expect(await ringAttempts(id)).toBe(0);
     // Each ring record says which session was chosen and why (none of these clients has listed tools).
