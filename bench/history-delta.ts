@@ -5,7 +5,9 @@
  *  - empty: the same triggers firing with an empty body (todo_history_on_update returns at once),
  *    which is what firing them costs: the transition tables and the after-trigger queue;
  *  - unlogged: the shipped triggers into todo_history_delta made UNLOGGED, which is what the
- *    rows' WAL costs.
+ *    rows' WAL costs;
+ *  - rowlevel: the update trigger as a row-level one (WHEN the state changed) inserting VALUES
+ *    from OLD and NEW, which is what the transition tables and their join cost.
  * `--durable` runs PostgreSQL with its durable defaults (fsync, synchronous_commit and
  * full_page_writes on) instead of the bench's usual non-durable cluster. One worker, the
  * store's own ClaimNext and HeldTransitions on one connection, so every statement pays its
@@ -36,7 +38,7 @@ const { values: args } = parseArgs({
 });
 const rounds = Number(args.rounds);
 const jobs = Number(args.jobs);
-const VARIANTS = ['none', 'shipped', 'empty', 'unlogged'] as const;
+const VARIANTS = ['none', 'shipped', 'empty', 'unlogged', 'rowlevel'] as const;
 type Variant = (typeof VARIANTS)[number];
 interface Sample {
   wall: number;
@@ -62,8 +64,27 @@ await withBenchDatabase(3, async ({ cluster, sql, pgVersion }) => {
   };
   const shippedBody = (await sql`select pg_get_functiondef('todo_history_on_update'::regproc) as d`)[0]!.d as string;
   const emptyBody = `create or replace function todo_history_on_update() returns trigger language plpgsql as $$ begin return null; end $$`;
+  await sql.unsafe(`create or replace function todo_history_on_update_row() returns trigger language plpgsql as $$
+begin
+  insert into todo_history_delta (bucket, endpoint_id, queue, claimed, completed, failed, dead, pending_change, claimed_change, wait_bin)
+  values (date_trunc('minute', NEW.updated_at), NEW.endpoint_id, NEW.queue,
+         (NEW.state = 'claimed')::int,
+         (NEW.state = 'done' and OLD.state <> 'failed')::int,
+         (NEW.state = 'failed' and OLD.state <> 'done')::int,
+         (NEW.state = 'failed' and OLD.state <> 'done' and NEW.next_retry_at is null)::int,
+         (NEW.state = 'pending')::int - (OLD.state = 'pending')::int,
+         (NEW.state = 'claimed')::int - (OLD.state = 'claimed')::int,
+         case when NEW.state = 'claimed' and NEW.claimed_at is not null then
+           least(47, greatest(0, ceil(ln(greatest(date_part('epoch', NEW.claimed_at - NEW.created_at) * 1000, 1) / 100.0) / ln(1.5))))::smallint
+         end);
+  return null;
+end $$`);
+  await sql.unsafe(`create trigger todo_history_update_row after update on todos for each row
+    when (not NEW.synthetic and NEW.state <> OLD.state) execute function todo_history_on_update_row()`);
   const become = async (v: Variant) => {
     await triggers(v === 'none' ? 'disable' : 'enable');
+    if (v === 'rowlevel') await sql.unsafe('alter table todos disable trigger todo_history_update');
+    await sql.unsafe(`alter table todos ${v === 'rowlevel' ? 'enable' : 'disable'} trigger todo_history_update_row`);
     await sql.unsafe(v === 'empty' ? emptyBody : shippedBody);
     await sql.unsafe(`alter table todo_history_delta set ${v === 'unlogged' ? 'unlogged' : 'logged'}`);
   };
@@ -82,7 +103,7 @@ await withBenchDatabase(3, async ({ cluster, sql, pgVersion }) => {
   };
 
   for (const v of VARIANTS) await become(v).then(block);
-  const samples: Record<Variant, Sample[]> = { none: [], shipped: [], empty: [], unlogged: [] };
+  const samples: Record<Variant, Sample[]> = { none: [], shipped: [], empty: [], unlogged: [], rowlevel: [] };
   for (let r = 0; r < rounds; r++) {
     const order = VARIANTS.map((_, i) => VARIANTS[(i + r) % VARIANTS.length]!);
     for (const v of order) {
