@@ -1,5 +1,5 @@
 import { WINDOWS, waitQuantileMs, windowAt, type HistoryRange } from '../domain/history.ts';
-import { foldHistoryDeltasUnscoped, historyOf, pendingDepthOf, pruneHistoryUnscoped, queueHistoryOf, webhookDeliveriesOf, type DepthNow, type HistoryRow } from '../store/history/index.ts';
+import { foldHistoryDeltasUnscoped, historyOf, humanQueueHistoryOf, pendingDepthOf, pruneHistoryUnscoped, queueHistoryOf, webhookDeliveriesOf, type DepthNow, type HistoryRow } from '../store/history/index.ts';
 import type { ServiceBase } from './base.ts';
 
 /** One point of an endpoint's (or a queue's) history, as the API, the board's JSON and its tables show it. */
@@ -83,10 +83,13 @@ export class HistoryService {
     return { range, step_seconds: w.stepSeconds, from: w.from.toISOString(), to: w.to.toISOString(), points: this.#dense(w, read.rows.filter(mine), read.now.filter(mine)) };
   }
 
-  /** Per queue, the points of the human's endpoints in `range` (the todos page's chart): counts and depth, no claim wait. */
-  async byQueue(humanId: string, endpointIds: readonly string[], range: HistoryRange): Promise<{ step_seconds: number; from: string; to: string; queues: Record<string, HistoryPoint[]> }> {
+  /**
+   * Per queue, the points in `range` of every endpoint the human owns, or of one of them (the
+   * todos page's chart): counts and depth, no claim wait. Another human's endpoint counts nothing.
+   */
+  async byQueue(humanId: string, range: HistoryRange, opts: { endpointId?: string } = {}): Promise<{ step_seconds: number; from: string; to: string; queues: Record<string, HistoryPoint[]> }> {
     const w = windowAt(range, this.base.clock.now());
-    const { rows, now } = await queueHistoryOf(this.base.sql, humanId, endpointIds, w);
+    const { rows, now } = opts.endpointId === undefined ? await humanQueueHistoryOf(this.base.sql, humanId, w) : await queueHistoryOf(this.base.sql, humanId, [opts.endpointId], w);
     const queues: Record<string, HistoryPoint[]> = {};
     // Doorbell counts of digests carry no queue (''): they are not a queue's.
     for (const q of [...new Set([...rows, ...now].map((r) => r.queue))].filter((q) => q !== '').sort()) {

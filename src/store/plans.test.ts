@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../test/support/app.ts';
 import type { Sql } from '../db/connect.ts';
 import { windowAt } from '../domain/history.ts';
-import { foldHistoryDeltasUnscoped, historyOf, pendingDepthOf, pruneHistoryUnscoped, queueHistoryOf } from './history/index.ts';
+import { foldHistoryDeltasUnscoped, historyOf, humanQueueHistoryOf, pendingDepthOf, pruneHistoryUnscoped, queueHistoryOf } from './history/index.ts';
 import { insertRing, markUnheardRingsUnscoped } from './rings.ts';
 import { countEndpointTodos } from './board.ts';
 import { listOwnEndpointsPage } from './endpoints.ts';
@@ -330,9 +330,26 @@ describe('history plans', () => {
     await db.sql`
       insert into todo_history_delta (bucket, endpoint_id, queue, created)
       select date_trunc('minute', ${now}::timestamptz), e.id, 'work', 1 from endpoints e, generate_series(1, 50) where e.slug like 'history-%'`;
+    // Forty other humans' sums of a day: the chart of one human must not read them all.
+    await db.sql`
+      with others as (insert into humans (handle) select 'history-owner-' || g from generate_series(1, 40) g returning id)
+      insert into todo_history_human (width, bucket, human_id, queue, created, pending_change)
+      select 'm', ${now}::timestamptz - m * interval '1 minute', o.id, q, 1, m % 3 - 1
+      from others o, generate_series(1, 1440) m, unnest(array['work', 'reviews']) q`;
     await db.sql`analyze todo_history`;
     await db.sql`analyze todo_history_delta`;
+    await db.sql`analyze todo_history_human`;
   });
+
+  for (const generic of [false, true]) {
+    it(`the todos page's chart of all the human's endpoints (humanQueueHistoryOf, 24 h) reads the human's sums through todo_history_human_pkey and no endpoint's buckets (${generic ? 'generic' : 'custom'} plan)`, async () => {
+      const { text, params } = await captured((sql) => humanQueueHistoryOf(sql, humanId, windowAt('24h', now)), /todo_history/);
+      const scans = await scansOf(text, params, generic);
+      expect(scans, scans.join(', ')).toContain('todo_history_human_pkey');
+      expect(scans.filter((x) => /todo_history($|_pkey|_bucket)/.test(x)), scans.join(', ')).toEqual([]);
+      expect(scans, scans.join(', ')).not.toContain('seq:todo_history_human');
+    });
+  }
 
   const reads: [string, (sql: Sql) => Promise<unknown>][] = [
     ['an endpoint page\'s history (historyOf, 24 h)', (sql) => historyOf(sql, humanId, [mine], windowAt('24h', now))],
@@ -637,6 +654,7 @@ describe('unheard ring sweep plans', () => {
              (values (1, 0, 1, null::smallint), (0, 1, -1, 7::smallint)) c(created, claimed, pending_change, wait_bin)`;
       await db.sql`analyze todo_history`;
       await db.sql`analyze todo_history_delta`;
+      await db.sql`analyze todo_history_human`;
     });
 
     it('folds the changes and prunes through their indexes; no statement reads todos (generic and custom plans)', async () => {
@@ -644,9 +662,9 @@ describe('unheard ring sweep plans', () => {
         await foldHistoryDeltasUnscoped(sql, now);
         await pruneHistoryUnscoped(sql, now, 1000);
       }, /todo_history|todo_depth/);
-      expect(statements).toHaveLength(3);
+      expect(statements).toHaveLength(4);
       // Each statement's indexes: read, or the arbiter of its ON CONFLICT.
-      const expected = [['todo_history_pkey', 'todo_depth_pkey', 'endpoints_pkey'], ['todo_history_bucket_idx'], ['todo_history_bucket_idx']];
+      const expected = [['todo_history_pkey', 'todo_depth_pkey', 'endpoints_pkey'], ['todo_history_bucket_idx'], ['todo_history_bucket_idx'], ['todo_history_human_bucket_idx']];
       for (const [i, { text, params }] of statements.entries()) {
         for (const generic of [false, true]) {
           const nodes = await planNodes(text, params, generic);

@@ -37,14 +37,8 @@ export function rangeOf(query: unknown): HistoryRange {
 }
 
 /** The todos page's chart data: per queue over the human's endpoints (or one), optionally one queue. */
-export async function todoHistory(
-  deps: { endpoints: Pick<EndpointService, 'listOwn'>; history: Pick<HistoryService, 'byQueue'> },
-  humanId: string,
-  filter: { endpointId?: string; queue?: string },
-  range: HistoryRange,
-) {
-  const ids = filter.endpointId ? [filter.endpointId] : (await deps.endpoints.listOwn(humanId)).map((e) => e.id);
-  const v = await deps.history.byQueue(humanId, ids, range);
+export async function todoHistory(deps: { history: Pick<HistoryService, 'byQueue'> }, humanId: string, filter: { endpointId?: string; queue?: string }, range: HistoryRange) {
+  const v = await deps.history.byQueue(humanId, range, { endpointId: filter.endpointId });
   const queues = filter.queue === undefined ? v.queues : Object.fromEntries(Object.entries(v.queues).filter(([q]) => q === filter.queue));
   return { range, ...v, queues };
 }

@@ -56,7 +56,7 @@ export async function foldHistoryDeltasUnscoped(sql: Sql, before: Date): Promise
 }
 
 /**
- * Deletes buckets past their keep (minutes 48 h, hours 30 days), at most `batch` of each width,
+ * Deletes buckets past their keep (minutes 48 h, hours 30 days), at most `batch` of each width and table,
  * oldest first: in bucket order the pick walks todo_history_bucket_idx and stops at the keep, so a
  * pass with nothing to prune reads nothing (unordered, a generic plan scanned the table for them).
  */
@@ -67,5 +67,11 @@ export async function pruneHistoryUnscoped(sql: Sql, at: Date, batch: number): P
   const hours = await sql`
     delete from todo_history where ctid in (
       select ctid from todo_history where width = 'h' and bucket < ${new Date(at.getTime() - HOUR_HISTORY_MS)} order by bucket limit ${batch})`;
-  return Math.max(minutes.count, hours.count);
+  // The sums per human (migration 0035), on the same keeps.
+  const humans = await sql`
+    delete from todo_history_human where ctid in (
+      (select ctid from todo_history_human where width = 'm' and bucket < ${new Date(at.getTime() - MINUTE_HISTORY_MS)} order by bucket limit ${batch})
+      union all
+      (select ctid from todo_history_human where width = 'h' and bucket < ${new Date(at.getTime() - HOUR_HISTORY_MS)} order by bucket limit ${batch}))`;
+  return Math.max(minutes.count, hours.count, humans.count);
 }

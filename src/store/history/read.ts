@@ -121,18 +121,12 @@ export async function historyOf(
   return split(rows);
 }
 
-/**
- * The buckets of the caller's endpoints in the window per (point, queue), summed over the
- * endpoints: counts and depth changes added, and each queue's depth now summed over the endpoints
- * (the todos page's chart). What historyOf's rows add up to per queue, without a row per endpoint:
- * 96 points of a few queues come back for 10,000 endpoints, not a million rows. No claim-wait
- * histogram (wait_hist is null): the chart draws depth and counts, and summing 48 bins a row was
- * most of the read (a day of 100 endpoints' minutes: 40,000 rows).
- */
-export async function queueHistoryOf(sql: Sql, humanId: string, endpointIds: readonly string[], w: HistoryWindow): Promise<Split<HistoryRow>> {
-  if (endpointIds.length === 0) return { rows: [], now: [] };
-  const rows = await sql<(HistoryRow & { bucket: Date | null })[]>`
-    with ${windowRows(sql, humanId, endpointIds, w)}
+/** A bucket's counts and depth changes, in HistoryRow's order, of the table aliased `t`. */
+const countsOf = (t: string) =>
+  ['created', 'claimed', 'completed', 'failed', 'dead', 'pending_change', 'claimed_change', 'rings_sent', 'heard_claim', 'heard_ack', 'unheard', 'digests'].map((c) => `${t}.${c}`).join(', ');
+
+/** Per (point, queue) of `buckets`, and each queue's depth now from `depth_now`: the CTEs both per-queue reads define. */
+const perQueue = (sql: Sql, w: HistoryWindow) => sql`
     select bucket, queue, created, claimed, completed, failed, dead, pending_change, claimed_change,
            rings_sent, heard_claim, heard_ack, unheard, digests, wait_hist from (
       select ${pointOf(sql, w)} as bucket, b.queue, ${sql.unsafe(COUNT_SUMS)}, null::integer[] as wait_hist
@@ -141,6 +135,50 @@ export async function queueHistoryOf(sql: Sql, humanId: string, endpointIds: rea
     union all
     select ${sql.unsafe(DEPTH_NOW_ROW('n.queue'))} from depth_now n group by n.queue
     order by 1 nulls first, 2`;
+
+/**
+ * The buckets of the caller's endpoints in the window per (point, queue), summed over the
+ * endpoints: counts and depth changes added, and each queue's depth now summed over the endpoints
+ * (the todos page's chart of one endpoint). No claim-wait histogram (wait_hist is null): the chart
+ * draws depth and counts, and summing 48 bins a row was most of the read. All of a human's
+ * endpoints read humanQueueHistoryOf instead.
+ */
+export async function queueHistoryOf(sql: Sql, humanId: string, endpointIds: readonly string[], w: HistoryWindow): Promise<Split<HistoryRow>> {
+  if (endpointIds.length === 0) return { rows: [], now: [] };
+  const rows = await sql<(HistoryRow & { bucket: Date | null })[]>`
+    with ${windowRows(sql, humanId, endpointIds, w)}
+    ${perQueue(sql, w)}`;
+  return split(rows);
+}
+
+/**
+ * What queueHistoryOf answers for every endpoint the human owns, from the sums per human
+ * (todo_history_human, migration 0035) rather than each endpoint's buckets: a day of minutes of
+ * the human's few queues, where the endpoints' own buckets were a day of minutes of each endpoint
+ * (12.6 s at 10,000). The minute or two not folded yet and the depth now are still read per
+ * endpoint; both are a row or two per queue.
+ */
+export async function humanQueueHistoryOf(sql: Sql, humanId: string, w: HistoryWindow): Promise<Split<HistoryRow>> {
+  const rows = await sql<(HistoryRow & { bucket: Date | null })[]>`
+    with owned as (
+      select e.id from endpoints e join agents a on a.id = e.agent_id where a.owner_human_id = ${humanId}
+    ), unfolded as materialized (
+      select d.bucket, d.queue, ${sql.unsafe(countsOf('d'))}
+      from todo_history_delta d
+      where d.endpoint_id in (select id from owned) and d.bucket >= ${w.from} and d.bucket < ${w.to}
+    ), buckets as not materialized (
+      select h.bucket, h.queue, ${sql.unsafe(countsOf('h'))}
+      from todo_history_human h
+      where h.human_id = ${humanId} and h.width = ${w.width} and h.bucket >= ${w.from} and h.bucket < ${w.to}
+      union all
+      select * from unfolded
+    ), depth_now as (
+      select d.queue, d.pending, d.claimed from todo_depth d
+      where d.endpoint_id in (select id from owned) and (d.pending <> 0 or d.claimed <> 0)
+      union all
+      select u.queue, u.pending_change, u.claimed_change from unfolded u where u.pending_change <> 0 or u.claimed_change <> 0
+    )
+    ${perQueue(sql, w)}`;
   return split(rows);
 }
 
