@@ -31,53 +31,49 @@ CREATE TABLE todo_history_human (
 -- The prune's walk, oldest first.
 CREATE INDEX todo_history_human_bucket_idx ON todo_history_human (width, bucket);
 
--- Adds `changes` (rows of todo_history's shape, each count signed) to the owners' buckets.
-CREATE FUNCTION todo_history_human_add(changes jsonb) RETURNS void LANGUAGE sql AS $$
-  INSERT INTO todo_history_human AS h (width, bucket, human_id, queue, created, claimed, completed, failed, dead,
-                                       pending_change, claimed_change, rings_sent, heard_claim, heard_ack, unheard, digests)
-  SELECT c.width, c.bucket, a.owner_human_id, c.queue, sum(c.created), sum(c.claimed), sum(c.completed), sum(c.failed), sum(c.dead),
-         sum(c.pending_change), sum(c.claimed_change), sum(c.rings_sent), sum(c.heard_claim), sum(c.heard_ack), sum(c.unheard), sum(c.digests)
-  FROM jsonb_to_recordset(changes) AS c(width char(1), bucket timestamptz, endpoint_id uuid, queue text, created int, claimed int,
-         completed int, failed int, dead int, pending_change int, claimed_change int, rings_sent int, heard_claim int, heard_ack int,
-         unheard int, digests int)
-  JOIN endpoints e ON e.id = c.endpoint_id JOIN agents a ON a.id = e.agent_id
-  GROUP BY 1, 2, 3, 4
-  ON CONFLICT (human_id, width, bucket, queue) DO UPDATE SET
-    created = h.created + excluded.created, claimed = h.claimed + excluded.claimed, completed = h.completed + excluded.completed,
-    failed = h.failed + excluded.failed, dead = h.dead + excluded.dead,
-    pending_change = h.pending_change + excluded.pending_change, claimed_change = h.claimed_change + excluded.claimed_change,
-    rings_sent = h.rings_sent + excluded.rings_sent, heard_claim = h.heard_claim + excluded.heard_claim,
-    heard_ack = h.heard_ack + excluded.heard_ack, unheard = h.unheard + excluded.unheard, digests = h.digests + excluded.digests
-$$;
-
-CREATE FUNCTION todo_history_human_on_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+-- An inserted bucket adds its counts to its owner's; an updated one (the fold adding to it) what
+-- it gained, its new counts less its old. One function for both (a trigger with transition tables
+-- fires for one event): PL/pgSQL plans a statement when it first runs it, so the INSERT trigger
+-- never plans the branch that reads old_rows.
+CREATE FUNCTION todo_history_human_on_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM todo_history_human_add((
-    SELECT jsonb_agg(jsonb_build_object('width', n.width, 'bucket', n.bucket, 'endpoint_id', n.endpoint_id, 'queue', n.queue,
-      'created', n.created, 'claimed', n.claimed, 'completed', n.completed, 'failed', n.failed, 'dead', n.dead,
-      'pending_change', n.pending_change, 'claimed_change', n.claimed_change, 'rings_sent', n.rings_sent,
-      'heard_claim', n.heard_claim, 'heard_ack', n.heard_ack, 'unheard', n.unheard, 'digests', n.digests))
-    FROM new_rows n));
-  RETURN NULL;
-END $$;
-
--- An updated bucket (the fold adding to one) adds what it gained: its new counts less its old.
-CREATE FUNCTION todo_history_human_on_update() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM todo_history_human_add((
-    SELECT jsonb_agg(jsonb_build_object('width', c.width, 'bucket', c.bucket, 'endpoint_id', c.endpoint_id, 'queue', c.queue,
-      'created', c.sign * c.created, 'claimed', c.sign * c.claimed, 'completed', c.sign * c.completed, 'failed', c.sign * c.failed,
-      'dead', c.sign * c.dead, 'pending_change', c.sign * c.pending_change, 'claimed_change', c.sign * c.claimed_change,
-      'rings_sent', c.sign * c.rings_sent, 'heard_claim', c.sign * c.heard_claim, 'heard_ack', c.sign * c.heard_ack,
-      'unheard', c.sign * c.unheard, 'digests', c.sign * c.digests))
-    FROM (SELECT n.*, 1 AS sign FROM new_rows n UNION ALL SELECT o.*, -1 FROM old_rows o) c));
+  IF TG_OP = 'INSERT' THEN
+    INSERT INTO todo_history_human AS h (width, bucket, human_id, queue, created, claimed, completed, failed, dead,
+                                         pending_change, claimed_change, rings_sent, heard_claim, heard_ack, unheard, digests)
+    SELECT c.width, c.bucket, a.owner_human_id, c.queue, sum(c.created), sum(c.claimed), sum(c.completed), sum(c.failed), sum(c.dead),
+           sum(c.pending_change), sum(c.claimed_change), sum(c.rings_sent), sum(c.heard_claim), sum(c.heard_ack), sum(c.unheard), sum(c.digests)
+    FROM new_rows c JOIN endpoints e ON e.id = c.endpoint_id JOIN agents a ON a.id = e.agent_id
+    GROUP BY 1, 2, 3, 4
+    ON CONFLICT (human_id, width, bucket, queue) DO UPDATE SET
+      created = h.created + excluded.created, claimed = h.claimed + excluded.claimed, completed = h.completed + excluded.completed,
+      failed = h.failed + excluded.failed, dead = h.dead + excluded.dead,
+      pending_change = h.pending_change + excluded.pending_change, claimed_change = h.claimed_change + excluded.claimed_change,
+      rings_sent = h.rings_sent + excluded.rings_sent, heard_claim = h.heard_claim + excluded.heard_claim,
+      heard_ack = h.heard_ack + excluded.heard_ack, unheard = h.unheard + excluded.unheard, digests = h.digests + excluded.digests;
+  ELSE
+    INSERT INTO todo_history_human AS h (width, bucket, human_id, queue, created, claimed, completed, failed, dead,
+                                         pending_change, claimed_change, rings_sent, heard_claim, heard_ack, unheard, digests)
+    SELECT n.width, n.bucket, a.owner_human_id, n.queue, sum(n.created - o.created), sum(n.claimed - o.claimed),
+           sum(n.completed - o.completed), sum(n.failed - o.failed), sum(n.dead - o.dead),
+           sum(n.pending_change - o.pending_change), sum(n.claimed_change - o.claimed_change), sum(n.rings_sent - o.rings_sent),
+           sum(n.heard_claim - o.heard_claim), sum(n.heard_ack - o.heard_ack), sum(n.unheard - o.unheard), sum(n.digests - o.digests)
+    FROM new_rows n JOIN old_rows o ON (o.width, o.endpoint_id, o.bucket, o.queue) = (n.width, n.endpoint_id, n.bucket, n.queue)
+    JOIN endpoints e ON e.id = n.endpoint_id JOIN agents a ON a.id = e.agent_id
+    GROUP BY 1, 2, 3, 4
+    ON CONFLICT (human_id, width, bucket, queue) DO UPDATE SET
+      created = h.created + excluded.created, claimed = h.claimed + excluded.claimed, completed = h.completed + excluded.completed,
+      failed = h.failed + excluded.failed, dead = h.dead + excluded.dead,
+      pending_change = h.pending_change + excluded.pending_change, claimed_change = h.claimed_change + excluded.claimed_change,
+      rings_sent = h.rings_sent + excluded.rings_sent, heard_claim = h.heard_claim + excluded.heard_claim,
+      heard_ack = h.heard_ack + excluded.heard_ack, unheard = h.unheard + excluded.unheard, digests = h.digests + excluded.digests;
+  END IF;
   RETURN NULL;
 END $$;
 
 CREATE TRIGGER todo_history_human_insert AFTER INSERT ON todo_history REFERENCING NEW TABLE AS new_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION todo_history_human_on_insert();
+  FOR EACH STATEMENT EXECUTE FUNCTION todo_history_human_on_change();
 CREATE TRIGGER todo_history_human_update AFTER UPDATE ON todo_history REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION todo_history_human_on_update();
+  FOR EACH STATEMENT EXECUTE FUNCTION todo_history_human_on_change();
 
 -- Every human's buckets counted again from todo_history (this migration's fill; after owners were
 -- changed by hand).
