@@ -140,10 +140,10 @@ export async function runMcpDriver(mode: McpDriverMode, url: string, credential:
 /** No MCP rate limit: a bench's eight agents call far above a real endpoint's 20/s. */
 const UNLIMITED = { rate: 1e9, burst: 1e9 };
 
-/** A Switchboard server on the bench's cluster, on a loopback port, its loops off, for MCP drains. */
-export function startBenchApp(clusterUrl: string): Promise<App> {
+/** A Switchboard server on the bench's cluster, on a loopback port, its loops off, for MCP drains; `env` adds to its configuration. */
+export function startBenchApp(clusterUrl: string, env: Record<string, string> = {}): Promise<App> {
   return startApp({
-    config: loadConfig({ SWITCHBOARD_DATABASE_URL: clusterUrl, SWITCHBOARD_LISTEN: '127.0.0.1:0' }),
+    config: loadConfig({ SWITCHBOARD_DATABASE_URL: clusterUrl, SWITCHBOARD_LISTEN: '127.0.0.1:0', ...env }),
     clock: systemClock,
     log: createLogger('warn', process.stderr),
     loops: false,
