@@ -20,7 +20,7 @@ import { ENDPOINTS_PER_PAGE, listPageOf } from '../views/endpoints.ts';
 
 export interface ChartRouteDeps {
   log: Logger;
-  endpoints: Pick<EndpointService, 'requireOwn' | 'listOwn' | 'listOwnPage'>;
+  endpoints: Pick<EndpointService, 'requireOwn' | 'listOwnPage'>;
   history: Pick<HistoryService, 'history' | 'byQueue' | 'pendingSparklines' | 'webhookDeliveries'>;
   webhooks: Pick<Webhooks, 'ownWebhook'>;
   presenceHistory: Pick<PresenceHistory, 'between'>;
