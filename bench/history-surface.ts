@@ -25,7 +25,7 @@ import { foldHistoryDeltasUnscoped } from '../src/store/history/index.ts';
 import { addHuman } from '../src/store/humans.ts';
 import { createWebhook } from '../src/store/webhooks.ts';
 import { counted, setHistory } from './history-triggers.ts';
-import { WARMUP_JOBS, benchCommit, cpuCounter, figure, printJsonLast, runMcpDriver, seedPendingTodos, startBenchApp, withBenchDatabase, type CpuPerJob } from './lib.ts';
+import { WARMUP_JOBS, benchCommit, figure, printJsonLast, runMcpDriver, seedPendingTodos, startBenchApp, timedLoops, withBenchDatabase, type CpuPerJob } from './lib.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -45,7 +45,6 @@ const WORKERS = Number(args.workers);
 const JOBS = Number(args.jobs);
 const SERIAL_JOBS = Number(args['serial-jobs']);
 const PUSH_ENDPOINTS = 20;
-const PUSH_WARMUP_MS = 500;
 
 interface Measured {
   ops: number;
@@ -70,33 +69,17 @@ await withBenchDatabase(3, async ({ cluster, sql, pgVersion }) => {
   );
   const samples: Record<Path, { history: boolean; m: Measured }[]> = { push: [], claim: [], serial: [] };
 
-  // Every delivery's body is new: a body seen before within its window is a repeat, not a todo.
-  let n = 0;
-  /** `PUSHERS` loops of webhook deliveries for `seconds`, after PUSH_WARMUP_MS untimed. */
-  const pushes = async (seconds: number): Promise<Measured> => {
-    let phase: 'warm' | 'timed' | 'stop' = 'warm';
-    let timed = 0;
-    const loops = Array.from({ length: PUSHERS }, async () => {
-      while (phase !== 'stop') {
-        const timing = phase === 'timed';
-        const url = pushTargets[n % PUSH_ENDPOINTS]!;
-        const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ title: `push ${n}`, n: n++ }) });
-        await res.arrayBuffer();
-        if (res.status >= 300) throw new Error(`a delivery answered ${res.status}`);
-        if (timing && phase === 'timed') timed++;
-      }
+  // Every delivery's body is new (a body seen before within its window is a repeat, not a todo),
+  // across slices too.
+  let sent = 0;
+  /** `PUSHERS` loops of webhook deliveries for `seconds`, after timedLoops' untimed warm-up. */
+  const pushes = (seconds: number): Promise<Measured> =>
+    timedLoops(PUSHERS, seconds, async () => {
+      const n = sent++;
+      const res = await fetch(pushTargets[n % PUSH_ENDPOINTS]!, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ title: `push ${n}`, n }) });
+      await res.arrayBuffer();
+      if (res.status >= 300) throw new Error(`a delivery answered ${res.status}`);
     });
-    await new Promise((r) => setTimeout(r, PUSH_WARMUP_MS));
-    const spent = cpuCounter();
-    const started = performance.now();
-    phase = 'timed';
-    await new Promise((r) => setTimeout(r, seconds * 1000));
-    phase = 'stop';
-    const elapsed = (performance.now() - started) / 1000;
-    const cpu = spent(timed);
-    await Promise.all(loops);
-    return { ops: timed, seconds: elapsed, cpu };
-  };
 
   /** An endpoint seeded with `jobs` todos (and the driver's warm-up), the triggers off for the seed, drained over MCP. */
   const mcpDrain = async (history: boolean, name: string, workers: number, jobs: number): Promise<Measured> => {

@@ -51,8 +51,8 @@ import { insertEventAndTodo, type EventInput } from '../src/store/todos/index.ts
 import { counted, setHistory } from './history-triggers.ts';
 import {
   WARMUP_JOBS,
+  timedLoops,
   capturingPool,
-  cpuCounter,
   figure,
   openLanes,
   printJsonLast,
@@ -99,8 +99,6 @@ const TARGET_MS = 200;
 const READ_TIMEOUT_MS = 30_000;
 /** Todos the one-worker claim + complete drains, timed, in each slice. */
 const SERIAL_JOBS = 1000;
-/** Each push slice first runs this long untimed (after a trigger toggle the statements are planned again). */
-const PUSH_WARMUP_MS = 500;
 
 const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const ms = (x: number) => (x < 10 ? x.toFixed(2) : x < 100 ? x.toFixed(1) : Math.round(x).toLocaleString('en'));
@@ -127,33 +125,6 @@ const OPERATOR_EVENT: EventInput = {
   verified: true,
   verifyDetail: 'bench:history',
 };
-
-/**
- * `pushers` loops calling `push(worker, n)` until `seconds` have passed, after PUSH_WARMUP_MS
- * untimed; the pushes, the seconds and the CPU per push of the timed part.
- */
-async function timedPushes(pushers: number, seconds: number, push: (worker: number, n: number) => Promise<unknown>): Promise<Omit<Slice, 'history'>> {
-  let phase: 'warm' | 'timed' | 'stop' = 'warm';
-  let timed = 0;
-  let n = 0;
-  const loops = Array.from({ length: pushers }, async (_, w) => {
-    while (phase !== 'stop') {
-      const timing = phase === 'timed';
-      await push(w, n++);
-      if (timing && phase === 'timed') timed++;
-    }
-  });
-  await new Promise((r) => setTimeout(r, PUSH_WARMUP_MS));
-  const spent = cpuCounter();
-  const started = performance.now();
-  phase = 'timed';
-  await new Promise((r) => setTimeout(r, seconds * 1000));
-  phase = 'stop';
-  const elapsed = (performance.now() - started) / 1000;
-  const cpu = spent(timed);
-  await Promise.all(loops);
-  return { ops: timed, seconds: elapsed, cpu };
-}
 
 interface Throughput {
   push: Slice[];
@@ -182,7 +153,7 @@ async function throughput(url: string, sql: Sql): Promise<Throughput> {
 
     // Push, spread: TodoService.push's DeliveryBatches on the lanes, two queues per endpoint.
     const batches = new DeliveryBatches(pool, () => 'bench-history', lanes.lanes);
-    const push = await timedPushes(PUSHERS, pushSeconds, (w, n) => {
+    const push = await timedLoops(PUSHERS, pushSeconds, (w, n) => {
       const endpoint = pushTargets[(w + n * PUSHERS) % PUSH_ENDPOINTS]!;
       return batches.insert({
         event: { ...OPERATOR_EVENT, endpointId: endpoint.id },
@@ -192,7 +163,7 @@ async function throughput(url: string, sql: Sql): Promise<Throughput> {
     });
 
     // Push, hot: every pusher on its own connection, one statement per push, one endpoint and queue.
-    const hot = await timedPushes(PUSHERS, pushSeconds, (_w, n) =>
+    const hot = await timedLoops(PUSHERS, pushSeconds, (_w, n) =>
       insertEventAndTodo(
         pool,
         { ...OPERATOR_EVENT, endpointId: hotTarget.id },

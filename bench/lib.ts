@@ -215,6 +215,36 @@ export function storeDrain(sql: Sql, lanes: Lanes<Sql>, endpoint: { id: string; 
   });
 }
 
+/** How long timedLoops runs its loops untimed first (after a trigger toggle the statements are planned again). */
+export const LOOPS_WARMUP_MS = 500;
+
+/**
+ * `loops` loops calling `step(loop, n)` (n counts the calls of all loops) until `seconds` have
+ * passed, after LOOPS_WARMUP_MS untimed: the calls, the seconds and the CPU per call of the timed part.
+ */
+export async function timedLoops(loops: number, seconds: number, step: (loop: number, n: number) => Promise<unknown>): Promise<{ ops: number; seconds: number; cpu: CpuPerJob }> {
+  let phase: 'warm' | 'timed' | 'stop' = 'warm';
+  let timed = 0;
+  let n = 0;
+  const running = Array.from({ length: loops }, async (_, w) => {
+    while (phase !== 'stop') {
+      const timing = phase === 'timed';
+      await step(w, n++);
+      if (timing && phase === 'timed') timed++;
+    }
+  });
+  await new Promise((r) => setTimeout(r, LOOPS_WARMUP_MS));
+  const spent = cpuCounter();
+  const started = performance.now();
+  phase = 'timed';
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  phase = 'stop';
+  const elapsed = (performance.now() - started) / 1000;
+  const cpu = spent(timed);
+  await Promise.all(running);
+  return { ops: timed, seconds: elapsed, cpu };
+}
+
 /** WARMUP_JOBS steps untimed, then the drain of the rest, timed and with its CPU per job. */
 export async function warmedDrain(workers: number, step: (worker: number) => Promise<boolean>): Promise<DrainResult> {
   await drain(workers, step, WARMUP_JOBS);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../../test/support/app.ts';
 import { windowAt } from '../../domain/history.ts';
+import { COUNT_COLUMNS } from './columns.ts';
 import { foldHistoryDeltasUnscoped, humanQueueHistoryOf, pruneHistoryUnscoped, queueHistoryOf } from './index.ts';
 
 // The sums per human (migration 0035): what the todos page charts for all of a human's endpoints.
@@ -8,7 +9,7 @@ import { foldHistoryDeltasUnscoped, humanQueueHistoryOf, pruneHistoryUnscoped, q
 // are compared with sums the test makes of the rows it wrote.
 
 let db: Awaited<ReturnType<typeof migratedDatabase>>;
-const COUNTS = ['created', 'claimed', 'completed', 'failed', 'dead', 'pending_change', 'claimed_change', 'rings_sent', 'heard_claim', 'heard_ack', 'unheard', 'digests'] as const;
+const COUNTS = COUNT_COLUMNS;
 type Change = { bucket: Date; endpoint: string; queue: string } & Partial<Record<(typeof COUNTS)[number], number>>;
 
 let alice = '';

@@ -1,4 +1,5 @@
 import type { Sql } from '../../db/connect.ts';
+import { COUNT_COLUMNS } from './columns.ts';
 import { histOfBinsSql, histSumSql } from './hist-sum.ts';
 
 /** Minute buckets are kept two days, hour buckets thirty (issue 39). */
@@ -7,7 +8,6 @@ export const HOUR_HISTORY_MS = 30 * 86_400_000;
 
 const minuteOf = (at: Date) => new Date(Math.floor(at.getTime() / 60_000) * 60_000);
 
-const COUNT_COLUMNS = ['created', 'claimed', 'completed', 'failed', 'dead', 'pending_change', 'claimed_change', 'rings_sent', 'heard_claim', 'heard_ack', 'unheard', 'digests'];
 const sums = (from: string) => COUNT_COLUMNS.map((c) => `sum(${from}${c}) as ${c}`).join(', ');
 
 /**

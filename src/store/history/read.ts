@@ -1,4 +1,5 @@
 import type { Sql } from '../../db/connect.ts';
+import { COUNT_COLUMNS } from './columns.ts';
 import { histSumSql } from './hist-sum.ts';
 
 /** One point of history: a bucket's counts, summed over queues and shards as the read asked. */
@@ -72,11 +73,7 @@ function windowRows(sql: Sql, humanId: string, endpointIds: readonly string[], w
 /** The start of the point a row's bucket falls in (date_part is a double, where extract's numeric is slow). */
 const pointOf = (sql: Sql, w: HistoryWindow) => sql`to_timestamp(floor(date_part('epoch', b.bucket) / ${w.stepSeconds}) * ${w.stepSeconds})`;
 
-const COUNT_SUMS = `sum(b.created)::int as created, sum(b.claimed)::int as claimed, sum(b.completed)::int as completed,
-      sum(b.failed)::int as failed, sum(b.dead)::int as dead,
-      sum(b.pending_change)::int as pending_change, sum(b.claimed_change)::int as claimed_change,
-      sum(b.rings_sent)::int as rings_sent, sum(b.heard_claim)::int as heard_claim, sum(b.heard_ack)::int as heard_ack,
-      sum(b.unheard)::int as unheard, sum(b.digests)::int as digests`;
+const COUNT_SUMS = COUNT_COLUMNS.map((c) => `sum(b.${c})::int as ${c}`).join(', ');
 
 /** A depth-now line in a read's rows: no bucket, its counts in the change columns. */
 const DEPTH_NOW_ROW = (group: string) => `null::timestamptz as bucket, ${group}, 0, 0, 0, 0, 0, sum(n.pending)::int, sum(n.claimed)::int, 0, 0, 0, 0, 0, null::integer[]`;
@@ -122,8 +119,7 @@ export async function historyOf(
 }
 
 /** A bucket's counts and depth changes, in HistoryRow's order, of the table aliased `t`. */
-const countsOf = (t: string) =>
-  ['created', 'claimed', 'completed', 'failed', 'dead', 'pending_change', 'claimed_change', 'rings_sent', 'heard_claim', 'heard_ack', 'unheard', 'digests'].map((c) => `${t}.${c}`).join(', ');
+const countsOf = (t: string) => COUNT_COLUMNS.map((c) => `${t}.${c}`).join(', ');
 
 /** Per (point, queue) of `buckets`, and each queue's depth now from `depth_now`: the CTEs both per-queue reads define. */
 const perQueue = (sql: Sql, w: HistoryWindow) => sql`
